@@ -1,0 +1,59 @@
+"""spanledger: tracing and cost accounting for embedding and rerank calls."""
+
+from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
+from spanledger.eventlog import EventLog, LogProblem, read_events
+from spanledger.events import (
+    CallStarted,
+    EmbeddingEvent,
+    EmbeddingFailedEvent,
+    EmbeddingResponse,
+    EmbeddingUsage,
+    Event,
+    RerankEvent,
+    RerankFailedEvent,
+    RerankResponse,
+    RerankUsage,
+    ScoredDocument,
+)
+from spanledger.exporters import ConsoleSink, JsonlSink
+from spanledger.recorder import (
+    Recorder,
+    RequestScope,
+    current_request,
+    get_recorder,
+    request,
+    set_default_recorder,
+    use,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CallStarted",
+    "ConsoleSink",
+    "EmbeddingEvent",
+    "EmbeddingFailedEvent",
+    "EmbeddingResponse",
+    "EmbeddingUsage",
+    "ErrorCategory",
+    "Event",
+    "EventLog",
+    "Fingerprint",
+    "JsonlSink",
+    "LogProblem",
+    "ProviderError",
+    "Recorder",
+    "RequestScope",
+    "RerankEvent",
+    "RerankFailedEvent",
+    "RerankResponse",
+    "RerankUsage",
+    "ScoredDocument",
+    "__version__",
+    "current_request",
+    "get_recorder",
+    "read_events",
+    "request",
+    "set_default_recorder",
+    "use",
+]

@@ -1,0 +1,151 @@
+"""Error categories and the one exception type every provider failure raises.
+
+A ``ProviderError`` says what class of failure happened, the HTTP status and how long the
+provider asked us to wait. It never holds the response body or a credential: the offending body
+is summarised by a ``Fingerprint`` (byte length and SHA-256), which is enough to correlate two
+failures without copying their content into logs or traces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ErrorCategory", "Fingerprint", "ProviderError", "parse_retry_after"]
+
+
+class ErrorCategory(StrEnum):
+    """What went wrong, in terms a retry or fallback policy can act on."""
+
+    AUTHENTICATION = "provider_authentication"
+    UNAVAILABLE = "provider_unavailable"
+    INVALID_MODEL = "provider_invalid_model"
+    MODEL_NOT_LOADED = "provider_model_not_loaded"
+    RATE_LIMIT = "provider_rate_limit"
+    INVALID_RESPONSE = "provider_invalid_response"
+    INVALID_REQUEST = "provider_invalid_request"
+
+    @property
+    def transient(self) -> bool:
+        """Whether retrying the same request later may succeed."""
+        return self in _TRANSIENT
+
+
+_TRANSIENT = frozenset(
+    {ErrorCategory.UNAVAILABLE, ErrorCategory.MODEL_NOT_LOADED, ErrorCategory.RATE_LIMIT}
+)
+
+
+class Fingerprint(BaseModel):
+    """Byte length and SHA-256 of a body: identifies it without carrying it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    byte_length: int = Field(ge=0, strict=True)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    @classmethod
+    def of(cls, body: bytes) -> Fingerprint:
+        return cls(byte_length=len(body), sha256=hashlib.sha256(body).hexdigest())
+
+
+class ProviderError(Exception):
+    """A failed embedding or rerank call, categorised, with no payload inside.
+
+    ``detail`` is spanledger's own wording (for example which invariant a response broke); it
+    must never be text taken from the provider or the caller's inputs.
+    """
+
+    def __init__(
+        self,
+        category: ErrorCategory | str,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+        fingerprint: Fingerprint | None = None,
+        *,
+        detail: str = "",
+        error_type: str | None = None,
+    ) -> None:
+        self.category = ErrorCategory(category)
+        self.status_code = status_code
+        self.retry_after = retry_after
+        self.fingerprint = fingerprint
+        self.detail = detail
+        self.error_type = error_type
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        parts = [self.category.value]
+        if self.status_code is not None:
+            parts.append(f"HTTP {self.status_code}")
+        if self.detail:
+            parts.append(self.detail)
+        if self.retry_after is not None:
+            parts.append(f"retry after {self.retry_after:g}s")
+        if self.fingerprint is not None:
+            parts.append(
+                f"body {self.fingerprint.byte_length} bytes sha256:{self.fingerprint.sha256[:16]}"
+            )
+        return ": ".join(parts[:2]) + "".join(f"; {part}" for part in parts[2:])
+
+    def __repr__(self) -> str:
+        return (
+            f"ProviderError(category={self.category.value!r}, status_code={self.status_code!r}, "
+            f"retry_after={self.retry_after!r})"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            _rebuild_provider_error,
+            (
+                self.category.value,
+                self.status_code,
+                self.retry_after,
+                self.fingerprint,
+                self.detail,
+                self.error_type,
+            ),
+        )
+
+
+def _rebuild_provider_error(
+    category: str,
+    status_code: int | None,
+    retry_after: float | None,
+    fingerprint: Fingerprint | None,
+    detail: str,
+    error_type: str | None,
+) -> ProviderError:
+    return ProviderError(
+        category, status_code, retry_after, fingerprint, detail=detail, error_type=error_type
+    )
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date.
+
+    Returns ``None`` for an absent or unreadable header; a date in the past gives ``0.0``.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    if text.isdigit():
+        return float(int(text))
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    reference = now if now is not None else datetime.now(UTC)
+    seconds = (when - reference).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)

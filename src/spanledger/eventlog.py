@@ -1,0 +1,96 @@
+"""The JSONL event log format: one JSON object per line, each stamped with a schema version.
+
+Writing goes through ``encode_event``; reading through ``read_events``, which keeps every good
+line and reports each bad one by line number (never by content: lines may hold payload).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from spanledger.events import Event
+
+__all__ = ["SCHEMA_VERSION", "EventLog", "LogProblem", "encode_event", "read_events"]
+
+SCHEMA_VERSION = 1
+_EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+_EVENT_KINDS = frozenset({"embedding", "embedding_failed", "rerank", "rerank_failed"})
+
+
+def encode_event(event: Event) -> str:
+    """One log line (without the newline) for ``event``; payload fields are never written."""
+    body = event.model_dump_json()
+    return f'{{"schema":{SCHEMA_VERSION},{body[1:]}'
+
+
+@dataclass(frozen=True)
+class LogProblem:
+    """A line that could not be read, and why (never the line's content)."""
+
+    line_number: int
+    reason: str
+
+
+@dataclass
+class EventLog:
+    """The events read from a log, in file order, and the lines that were skipped."""
+
+    events: list[Event] = field(default_factory=list)
+    problems: list[LogProblem] = field(default_factory=list)
+    truncated_tail: bool = False
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+def read_events(path: str | PathLike[str]) -> EventLog:
+    """Read an event log. A corrupt line is reported and skipped; the rest is kept.
+
+    A last line without its newline is the mark of a writer that stopped mid-line (a crash):
+    it is reported as truncated, and ``truncated_tail`` is set.
+    """
+    log = EventLog()
+    with Path(path).open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            complete = line.endswith(b"\n")
+            problem = _decode_line(line, log)
+            if problem is None:
+                continue
+            if not complete:
+                log.truncated_tail = True
+                problem = "truncated last line (the writer stopped mid-line)"
+            log.problems.append(LogProblem(number, problem))
+    return log
+
+
+def _decode_line(line: bytes, log: EventLog) -> str | None:
+    try:
+        data: Any = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return "not valid JSON"
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    schema = data.pop("schema", None)
+    if schema != SCHEMA_VERSION:
+        return f"unsupported schema version {schema!r}" if type(schema) is int else "no schema"
+    kind = data.get("kind")
+    if kind not in _EVENT_KINDS:
+        return "unknown record kind"
+    try:
+        log.events.append(_EVENT_ADAPTER.validate_python(data))
+    except ValidationError as exc:
+        fields = sorted({".".join(str(p) for p in err["loc"]) for err in exc.errors()})
+        return f"invalid {kind} event (fields: {', '.join(fields)})"
+    return None

@@ -1,0 +1,249 @@
+"""Typed records: usage, responses, and the four call events.
+
+Every record is a frozen pydantic model that round-trips through JSON. Usage is a record or
+``None``; a record never holds a figure the provider did not report. Payload fields (input texts,
+the query, documents, results, extras) ride on events only for exporters that opted in to them:
+they are excluded from every default serialization and from ``repr``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    model_validator,
+)
+
+from spanledger.errors import ErrorCategory, Fingerprint
+
+__all__ = [
+    "PAYLOAD_FIELDS",
+    "CallStarted",
+    "EmbeddingEvent",
+    "EmbeddingFailedEvent",
+    "EmbeddingResponse",
+    "EmbeddingUsage",
+    "Event",
+    "FailedEvent",
+    "RerankEvent",
+    "RerankFailedEvent",
+    "RerankResponse",
+    "RerankUsage",
+    "ScoredDocument",
+    "SuccessEvent",
+]
+
+Count = Annotated[int, Field(ge=0, strict=True)]
+"""A non-negative integer figure; bools and floats are refused."""
+
+_NUMBER_TYPES = frozenset({float, int})
+
+
+def _check_vectors(value: object) -> list[list[float]]:
+    """Accept a list of number lists as is: no per-float copy of a large response."""
+    if type(value) is not list:
+        raise ValueError("vectors must be a list of lists of numbers")
+    for vector in value:
+        if type(vector) is not list or not {*map(type, vector)} <= _NUMBER_TYPES:
+            raise ValueError("every vector must be a list of numbers")
+    return value
+
+
+Vectors = Annotated[list[list[float]], PlainValidator(_check_vectors)]
+
+
+def _finite_score(value: float) -> float:
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError("relevance_score must be finite")
+    return value
+
+
+Score = Annotated[float, Field(strict=True), AfterValidator(_finite_score)]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EmbeddingUsage(_Record):
+    """Tokens the provider billed for an embedding call."""
+
+    input_tokens: Count
+
+
+class RerankUsage(_Record):
+    """What the provider billed for a rerank call; each figure is judged on its own.
+
+    Cohere bills search units, Jina and Voyage input tokens. A record with neither figure cannot
+    exist: when nothing was reported the usage is ``None`` as a whole.
+    """
+
+    search_units: Count | None = None
+    input_tokens: Count | None = None
+
+    @model_validator(mode="after")
+    def _some_figure(self) -> RerankUsage:
+        if self.search_units is None and self.input_tokens is None:
+            raise ValueError("RerankUsage needs at least one reported figure; use None instead")
+        return self
+
+
+class EmbeddingResponse(_Record):
+    """Vectors in input order, with what the provider reported about them."""
+
+    vectors: Vectors = Field(repr=False)
+    dimensions: int = Field(ge=1, strict=True)
+    model: str
+    usage: EmbeddingUsage | None = None
+    response_id: str | None = None
+    raw: Any = Field(repr=False)
+
+    @model_validator(mode="after")
+    def _dimensions_match(self) -> EmbeddingResponse:
+        if not self.vectors:
+            raise ValueError("an embedding response has at least one vector")
+        width = self.dimensions
+        for vector in self.vectors:
+            if len(vector) != width:
+                raise ValueError("every vector must have exactly `dimensions` values")
+        return self
+
+
+class ScoredDocument(_Record):
+    """One rerank result: ``index`` points into the caller's original document list."""
+
+    index: Count
+    relevance_score: Score
+    document: str | None = Field(default=None, repr=False)
+
+
+class RerankResponse(_Record):
+    """Rerank results sorted by relevance, highest first."""
+
+    results: list[ScoredDocument] = Field(repr=False)
+    model: str
+    usage: RerankUsage | None = None
+    response_id: str | None = None
+    raw: Any = Field(repr=False)
+
+    @model_validator(mode="after")
+    def _sorted_unique(self) -> RerankResponse:
+        seen: set[int] = set()
+        previous = float("inf")
+        for result in self.results:
+            if result.index in seen:
+                raise ValueError("rerank results must not repeat an index")
+            seen.add(result.index)
+            if result.relevance_score > previous:
+                raise ValueError("rerank results must be sorted by relevance_score, descending")
+            previous = result.relevance_score
+        return self
+
+
+class CallStarted(_Record):
+    """Notice that a call has begun, for sinks that render the call while it runs (spans)."""
+
+    call_id: str = Field(min_length=1)
+    operation: Literal["embeddings", "rerank"]
+    provider: str
+    model: str
+    request_id: str | None = None
+    started_at: datetime
+
+
+def _payload(default: Any = None) -> Any:
+    """A field that only opted-in exporters read: never serialized, never in ``repr``."""
+    return Field(default=default, exclude=True, repr=False)
+
+
+class _CallEvent(_Record):
+    call_id: str = Field(min_length=1)
+    request_id: str | None = None
+    provider: str
+    model: str
+    started_at: datetime
+    latency_ms: float = Field(ge=0)
+    request_params: dict[str, Any] = Field(default_factory=dict)
+    server_address: str | None = None
+    server_port: int | None = None
+    request_extras: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
+
+
+class _Succeeded(_CallEvent):
+    response_model: str | None = None
+    response_id: str | None = None
+
+
+class _Failed(_CallEvent):
+    error_category: ErrorCategory
+    error_type: str | None = None
+    status_code: int | None = None
+    retry_after: float | None = None
+    fingerprint: Fingerprint | None = None
+
+
+class _EmbeddingCall(_CallEvent):
+    input_count: Count
+    input_type: str | None = None
+    inputs: list[str] | None = _payload()
+
+
+class _RerankCall(_CallEvent):
+    query_length: Count
+    document_count: Count
+    top_k: int | None = Field(default=None, ge=1)
+    query: str | None = _payload()
+    documents: list[str] | None = _payload()
+
+
+class EmbeddingEvent(_EmbeddingCall, _Succeeded):
+    """A finished embedding call."""
+
+    kind: Literal["embedding"] = "embedding"
+    usage: EmbeddingUsage | None = None
+    dimensions: int | None = None
+
+
+class EmbeddingFailedEvent(_EmbeddingCall, _Failed):
+    """An embedding call that raised a ``ProviderError``."""
+
+    kind: Literal["embedding_failed"] = "embedding_failed"
+
+
+class RerankEvent(_RerankCall, _Succeeded):
+    """A finished rerank call."""
+
+    kind: Literal["rerank"] = "rerank"
+    usage: RerankUsage | None = None
+    result_count: Count
+    results: list[ScoredDocument] | None = _payload()
+
+
+class RerankFailedEvent(_RerankCall, _Failed):
+    """A rerank call that raised a ``ProviderError``."""
+
+    kind: Literal["rerank_failed"] = "rerank_failed"
+
+
+SuccessEvent = EmbeddingEvent | RerankEvent
+FailedEvent = EmbeddingFailedEvent | RerankFailedEvent
+Event = Annotated[
+    EmbeddingEvent | EmbeddingFailedEvent | RerankEvent | RerankFailedEvent,
+    Field(discriminator="kind"),
+]
+
+PAYLOAD_FIELDS: Sequence[str] = (
+    "inputs",
+    "query",
+    "documents",
+    "results",
+    "request_extras",
+)
+"""Event fields that carry caller content; exporters render them only when opted in."""

@@ -1,0 +1,64 @@
+"""A development sink: one readable line per call."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import TextIO
+
+from spanledger.events import (
+    EmbeddingEvent,
+    EmbeddingFailedEvent,
+    EmbeddingUsage,
+    Event,
+    RerankEvent,
+    RerankUsage,
+)
+
+__all__ = ["ConsoleSink", "describe_event"]
+
+
+def _usage_text(usage: EmbeddingUsage | RerankUsage | None) -> str:
+    if usage is None:
+        return "usage not reported"
+    if isinstance(usage, EmbeddingUsage):
+        return f"{usage.input_tokens} input tokens"
+    figures = []
+    if usage.search_units is not None:
+        figures.append(f"{usage.search_units} search units")
+    if usage.input_tokens is not None:
+        figures.append(f"{usage.input_tokens} input tokens")
+    return ", ".join(figures)
+
+
+def describe_event(event: Event) -> str:
+    """One line: operation, provider, model, latency, then usage or the failure category."""
+    operation = "embed " if isinstance(event, EmbeddingEvent | EmbeddingFailedEvent) else "rerank"
+    head = f"{operation} {event.provider:<8} {event.model:<28} {event.latency_ms:8.1f} ms  "
+    if isinstance(event, EmbeddingEvent):
+        return f"{head}{event.input_count} inputs -> {_usage_text(event.usage)}"
+    if isinstance(event, RerankEvent):
+        return (
+            f"{head}{event.document_count} docs, {event.result_count} results -> "
+            f"{_usage_text(event.usage)}"
+        )
+    status = f" (HTTP {event.status_code})" if event.status_code is not None else ""
+    return f"{head}FAILED {event.error_category.value}{status}"
+
+
+class ConsoleSink:
+    """Writes ``describe_event`` lines to a stream (standard error by default)."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        line = describe_event(event)
+        stream = self._stream if self._stream is not None else sys.stderr
+        with self._lock:
+            stream.write(line + "\n")
+
+    def flush(self) -> None:
+        stream = self._stream if self._stream is not None else sys.stderr
+        stream.flush()

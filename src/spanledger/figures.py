@@ -1,0 +1,24 @@
+"""The figure rule: read a provider-reported count or id, or report it as absent.
+
+A figure that is missing or malformed (a bool, a negative, ``6.0``, ``"12"``, a container) is
+*not reported*: the reader returns ``None``. It never raises and never repairs the value, so a
+garbage token count cannot fail a good response and cannot reach a bill as a made-up number.
+"""
+
+from __future__ import annotations
+
+__all__ = ["count", "response_id"]
+
+
+def count(value: object) -> int | None:
+    """Return ``value`` if it is a JSON integer >= 0, else ``None``."""
+    if type(value) is int and value >= 0:
+        return value
+    return None
+
+
+def response_id(value: object) -> str | None:
+    """Return ``value`` if it is a non-empty string, else ``None`` (an empty id is no id)."""
+    if type(value) is str and value:
+        return value
+    return None

@@ -1,0 +1,139 @@
+"""Readers for response payloads. Corruption in the payload raises ``provider_invalid_response``.
+
+Figures beside the payload (usage, ids) are read elsewhere with the figure rule and never raise.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import sys
+from array import array
+from typing import Any
+
+from spanledger.errors import ErrorCategory, ProviderError
+from spanledger.events import ScoredDocument
+
+__all__ = [
+    "decode_embedding",
+    "document_echo",
+    "invalid_response",
+    "require_count",
+    "require_list",
+    "rerank_results",
+    "vectors_by_index",
+]
+
+_NUMBER_TYPES = frozenset({float, int})
+
+
+def invalid_response(detail: str, error_type: str) -> ProviderError:
+    """A ``provider_invalid_response`` error with spanledger's own wording only."""
+    return ProviderError(ErrorCategory.INVALID_RESPONSE, detail=detail, error_type=error_type)
+
+
+def require_list(value: object, what: str) -> list[Any]:
+    if type(value) is not list:
+        raise invalid_response(f"{what} is missing or not an array", "missing_field")
+    return value
+
+
+def require_count(items: list[Any], expected: int) -> None:
+    if len(items) != expected:
+        raise invalid_response(
+            f"{len(items)} embeddings for {expected} inputs", "vector_count_mismatch"
+        )
+
+
+def decode_embedding(value: object) -> list[float]:
+    """One embedding: a number array as is, or base64 little-endian float32."""
+    if type(value) is list:
+        if not {*map(type, value)} <= _NUMBER_TYPES:
+            raise invalid_response("an embedding holds a value that is not a number", "bad_vector")
+        return value
+    if type(value) is str:
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise invalid_response("an embedding is not valid base64", "bad_base64") from None
+        if len(raw) % 4:
+            raise invalid_response(
+                "a base64 embedding is not a whole number of float32", "bad_base64"
+            )
+        floats = array("f")
+        floats.frombytes(raw)
+        if sys.byteorder != "little":
+            floats.byteswap()
+        return floats.tolist()
+    raise invalid_response(
+        "an embedding is neither a number array nor a base64 string", "bad_vector"
+    )
+
+
+def vectors_by_index(data: object, expected: int) -> list[list[float]]:
+    """Assemble ``data[].embedding`` by ``data[].index`` (never by array position)."""
+    items = require_list(data, "data")
+    if len(items) != expected:
+        raise invalid_response(
+            f"{len(items)} embeddings for {expected} inputs", "vector_count_mismatch"
+        )
+    slots: list[list[float] | None] = [None] * expected
+    for item in items:
+        if type(item) is not dict:
+            raise invalid_response("a data entry is not an object", "bad_entry")
+        index = item.get("index")
+        if type(index) is not int or not 0 <= index < expected:
+            raise invalid_response(
+                "a data entry has a missing or out-of-range index", "index_out_of_range"
+            )
+        if slots[index] is not None:
+            raise invalid_response("two data entries share an index", "duplicate_index")
+        slots[index] = decode_embedding(item.get("embedding"))
+    return slots  # type: ignore[return-value]  # every slot was filled exactly once
+
+
+def document_echo(value: object) -> str | None:
+    """The echo rule: a string verbatim (``""`` kept), ``{"text": str}`` its text, else ``None``.
+
+    A number, bool or array where a document belongs is a corrupt payload.
+    """
+    if value is None or type(value) is str:
+        return value
+    if type(value) is dict:
+        text = value.get("text")
+        return text if type(text) is str else None
+    raise invalid_response("a document echo is a number, boolean or array", "bad_document_echo")
+
+
+def rerank_results(
+    items: object,
+    document_count: int,
+    *,
+    score_key: str = "relevance_score",
+    document_key: str | None = "document",
+    limit: int | None = None,
+) -> list[ScoredDocument]:
+    """Validate rerank entries (index range, no duplicates, finite scores, at most ``limit``)."""
+    entries = require_list(items, "results")
+    if limit is not None and len(entries) > limit:
+        raise invalid_response(f"{len(entries)} results for top_k={limit}", "too_many_results")
+    seen: set[int] = set()
+    results: list[ScoredDocument] = []
+    for entry in entries:
+        if type(entry) is not dict:
+            raise invalid_response("a result entry is not an object", "bad_entry")
+        index = entry.get("index")
+        if type(index) is not int or not 0 <= index < document_count:
+            raise invalid_response(
+                "a result has a missing or out-of-range index", "index_out_of_range"
+            )
+        if index in seen:
+            raise invalid_response("two results share an index", "duplicate_index")
+        seen.add(index)
+        score = entry.get(score_key)
+        if not (type(score) in _NUMBER_TYPES and math.isfinite(score)):  # type: ignore[arg-type]
+            raise invalid_response("a result has a missing or non-numeric score", "bad_score")
+        document = document_echo(entry.get(document_key)) if document_key else None
+        results.append(ScoredDocument(index=index, relevance_score=score, document=document))
+    return results

@@ -1,0 +1,299 @@
+"""Drive a sans-I/O flow over httpx, and record exactly one event per call.
+
+The sync and async drivers differ only in how they send a request. Recording starts before any
+validation, so a call refused before sending still produces its failure event, and the event is
+handed to the recorder before the call returns or raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import Any, TypeVar
+from uuid import uuid4
+
+import httpx
+import structlog
+
+from spanledger.errors import ErrorCategory, ProviderError
+from spanledger.events import (
+    CallStarted,
+    EmbeddingEvent,
+    EmbeddingFailedEvent,
+    EmbeddingResponse,
+    Event,
+    RerankEvent,
+    RerankFailedEvent,
+    RerankResponse,
+)
+from spanledger.providers._calls import EmbedCall, RerankCall
+from spanledger.providers._http import error_for_transport
+from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
+from spanledger.recorder import Recorder, current_request
+
+__all__ = ["EmbedAttempt", "RerankAttempt", "drive_async", "drive_sync"]
+
+_log = structlog.get_logger("spanledger.providers")
+T = TypeVar("T")
+Timeout = float | httpx.Timeout | None
+
+
+def _timeout_arg(timeout: Timeout) -> Any:
+    return httpx.USE_CLIENT_DEFAULT if timeout is None else timeout
+
+
+def _wrap_send_error(exc: Exception) -> ProviderError:
+    if isinstance(exc, httpx.HTTPError):
+        return error_for_transport(exc)
+    return ProviderError(
+        ErrorCategory.UNAVAILABLE, detail="the HTTP client failed", error_type=type(exc).__name__
+    )
+
+
+def drive_sync(
+    flow: Generator[httpx.Request, httpx.Response, T], client: httpx.Client, timeout: Timeout
+) -> T:
+    """Run ``flow`` to completion, sending each request it yields with ``client``."""
+    try:
+        request = next(flow)
+        while True:
+            try:
+                response = client.send(
+                    client.build_request(
+                        request.method,
+                        request.url,
+                        headers=request.headers,
+                        content=request.content,
+                        timeout=_timeout_arg(timeout),
+                    )
+                )
+            except Exception as exc:
+                raise _wrap_send_error(exc) from exc
+            request = flow.send(response)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    finally:
+        flow.close()
+
+
+async def drive_async(
+    flow: Generator[httpx.Request, httpx.Response, T],
+    client: httpx.AsyncClient,
+    timeout: Timeout,
+) -> T:
+    """Run ``flow`` to completion, awaiting each request it yields on ``client``."""
+    try:
+        request = next(flow)
+        while True:
+            try:
+                response = await client.send(
+                    client.build_request(
+                        request.method,
+                        request.url,
+                        headers=request.headers,
+                        content=request.content,
+                        timeout=_timeout_arg(timeout),
+                    )
+                )
+            except Exception as exc:
+                raise _wrap_send_error(exc) from exc
+            request = flow.send(response)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    finally:
+        flow.close()
+
+
+def _failure_fields(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, ProviderError):
+        return {
+            "error_category": exc.category,
+            "error_type": exc.error_type or type(exc).__name__,
+            "status_code": exc.status_code,
+            "retry_after": exc.retry_after,
+            "fingerprint": exc.fingerprint,
+        }
+    return {"error_category": ErrorCategory.UNAVAILABLE, "error_type": type(exc).__name__}
+
+
+class _Attempt:
+    """One call's recording: identity, timing, and the single event it ends with."""
+
+    __slots__ = ("_done", "_t0", "call_id", "mapping", "recorder", "request_id", "started_at")
+
+    operation: str = ""
+
+    def __init__(self, recorder: Recorder, mapping: EmbeddingMapping | RerankMapping) -> None:
+        self.recorder: Recorder | None = recorder if recorder.active else None
+        self.mapping = mapping
+        self._done = False
+        self.started_at = datetime.now(UTC)
+        self._t0 = perf_counter()
+        self.call_id = ""
+        self.request_id: str | None = None
+        if self.recorder is not None:
+            self.call_id = uuid4().hex
+            scope = current_request()
+            self.request_id = scope.request_id if scope is not None else None
+            self.recorder.call_started(
+                CallStarted(
+                    call_id=self.call_id,
+                    operation="embeddings" if self.operation == "embeddings" else "rerank",
+                    provider=mapping.provider,
+                    model=mapping.model,
+                    request_id=self.request_id,
+                    started_at=self.started_at,
+                )
+            )
+
+    def _common(self, request_params: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "request_id": self.request_id,
+            "provider": self.mapping.provider,
+            "model": self.mapping.model,
+            "started_at": self.started_at,
+            "latency_ms": (perf_counter() - self._t0) * 1000.0,
+            "request_params": request_params,
+            "request_extras": extras,
+            "server_address": self.mapping.server_address,
+            "server_port": self.mapping.server_port,
+        }
+
+    def _emit(self, build: Callable[[], Event]) -> None:
+        if self.recorder is None or self._done:
+            return
+        self._done = True
+        try:
+            event = build()
+        except Exception as exc:
+            _log.error("event_build_failed", error_type=type(exc).__name__)
+            return
+        self.recorder.emit(event)
+
+
+class EmbedAttempt(_Attempt):
+    """Recording for one ``embed`` call."""
+
+    __slots__ = ("call", "raw_args")
+    operation = "embeddings"
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        mapping: EmbeddingMapping,
+        raw_args: tuple[object, object, object, Any],
+    ) -> None:
+        super().__init__(recorder, mapping)
+        self.raw_args = raw_args
+        self.call: EmbedCall | None = None
+
+    def checked_call(self) -> EmbedCall:
+        self.call = EmbedCall.checked(*self.raw_args)
+        return self.call
+
+    def succeeded(self, outcome: tuple[EmbeddingResponse, str | None]) -> EmbeddingResponse:
+        response, response_model = outcome
+        call = self.call
+        assert call is not None
+        self._emit(
+            lambda: EmbeddingEvent(
+                **self._common(call.request_params(), call.extras),
+                input_count=len(call.inputs),
+                input_type=call.input_type,
+                inputs=call.inputs,
+                dimensions=response.dimensions,
+                usage=response.usage,
+                response_id=response.response_id,
+                response_model=response_model,
+            )
+        )
+        return response
+
+    def failed(self, exc: BaseException) -> None:
+        call = self.call
+        inputs, input_type, _, _ = self.raw_args
+        self._emit(
+            lambda: EmbeddingFailedEvent(
+                **self._common(call.request_params() if call else {}, call.extras if call else {}),
+                input_count=len(call.inputs) if call else _safe_len(inputs),
+                input_type=call.input_type if call else _safe_str(input_type),
+                inputs=call.inputs if call else None,
+                **_failure_fields(exc),
+            )
+        )
+
+
+class RerankAttempt(_Attempt):
+    """Recording for one ``rerank`` call."""
+
+    __slots__ = ("call", "raw_args")
+    operation = "rerank"
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        mapping: RerankMapping,
+        raw_args: tuple[object, object, object, object, Any],
+    ) -> None:
+        super().__init__(recorder, mapping)
+        self.raw_args = raw_args
+        self.call: RerankCall | None = None
+
+    def checked_call(self) -> RerankCall:
+        self.call = RerankCall.checked(*self.raw_args)
+        return self.call
+
+    def succeeded(self, outcome: tuple[RerankResponse, str | None]) -> RerankResponse:
+        response, response_model = outcome
+        call = self.call
+        assert call is not None
+        self._emit(
+            lambda: RerankEvent(
+                **self._common(call.request_params(), call.extras),
+                query_length=len(call.query.encode("utf-8")),
+                document_count=len(call.documents),
+                top_k=call.top_k,
+                query=call.query,
+                documents=call.documents,
+                result_count=len(response.results),
+                results=response.results,
+                usage=response.usage,
+                response_id=response.response_id,
+                response_model=response_model,
+            )
+        )
+        return response
+
+    def failed(self, exc: BaseException) -> None:
+        call = self.call
+        query, documents, top_k, _, _ = self.raw_args
+        self._emit(
+            lambda: RerankFailedEvent(
+                **self._common(call.request_params() if call else {}, call.extras if call else {}),
+                query_length=len(call.query.encode("utf-8"))
+                if call
+                else (len(query.encode("utf-8")) if type(query) is str else 0),
+                document_count=len(call.documents) if call else _safe_len(documents),
+                top_k=call.top_k if call else (top_k if type(top_k) is int and top_k > 0 else None),
+                query=call.query if call else None,
+                documents=call.documents if call else None,
+                **_failure_fields(exc),
+            )
+        )
+
+
+def _safe_len(value: object) -> int:
+    if isinstance(value, str | bytes):
+        return 1
+    try:
+        return len(value)  # type: ignore[arg-type]
+    except TypeError:
+        return 0
+
+
+def _safe_str(value: object) -> str | None:
+    return value if type(value) is str and value else None

@@ -1,0 +1,300 @@
+"""The sans-I/O core: a vendor mapping turns a call into requests and responses into results.
+
+A mapping never performs I/O. ``embedding_flow`` and ``rerank_flow`` are generators that yield
+each ``httpx.Request`` and receive its ``httpx.Response``; the sync and async drivers only move
+bytes. Chunk and stitch lives here, once, for every vendor.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import httpx
+from pydantic import ValidationError
+
+from spanledger import figures
+from spanledger.errors import ErrorCategory
+from spanledger.events import (
+    EmbeddingResponse,
+    EmbeddingUsage,
+    RerankResponse,
+    RerankUsage,
+    ScoredDocument,
+)
+from spanledger.providers._calls import EmbedCall, RerankCall
+from spanledger.providers._decode import invalid_response
+from spanledger.providers._http import encode_body, error_for_status, join_route, parse_json
+
+__all__ = [
+    "EmbeddingMapping",
+    "EmbeddingPart",
+    "RerankMapping",
+    "RerankPart",
+    "apply_prefix",
+    "dig",
+    "echoed_model",
+    "embedding_flow",
+    "rerank_flow",
+    "rerank_usage",
+]
+
+
+@dataclass(slots=True)
+class EmbeddingPart:
+    """What one response contributed: vectors in input order and its figures."""
+
+    vectors: list[list[float]]
+    usage: EmbeddingUsage | None
+    response_id: str | None
+    model: str | None
+    raw: Any
+
+
+@dataclass(slots=True)
+class RerankPart:
+    """What one response contributed: results with indices local to its request."""
+
+    results: list[ScoredDocument]
+    usage: RerankUsage | None
+    response_id: str | None
+    model: str | None
+    raw: Any
+
+
+def rerank_usage(search_units: object, input_tokens: object) -> RerankUsage | None:
+    """Judge each rerank figure alone; no record when neither is sound."""
+    units = figures.count(search_units)
+    tokens = figures.count(input_tokens)
+    if units is None and tokens is None:
+        return None
+    return RerankUsage(search_units=units, input_tokens=tokens)
+
+
+def apply_prefix(
+    inputs: list[str], input_type: str | None, query_prefix: str | None, document_prefix: str | None
+) -> list[str]:
+    """Prepend the client-side prefix bound for ``input_type``, if any."""
+    prefix = {"query": query_prefix, "document": document_prefix}.get(input_type or "")
+    if not prefix:
+        return inputs
+    return [prefix + text for text in inputs]
+
+
+def dig(payload: object, *path: str) -> object:
+    """``payload[path[0]][path[1]]...`` or ``None`` when any step is missing or not an object."""
+    node = payload
+    for key in path:
+        if type(node) is not dict:
+            return None
+        node = node.get(key)
+    return node
+
+
+def echoed_model(payload: object) -> str | None:
+    model = dig(payload, "model")
+    return model if type(model) is str and model else None
+
+
+class _Mapping(ABC):
+    """Endpoint, auth and status handling shared by every vendor mapping."""
+
+    provider: ClassVar[str]
+    route: ClassVar[str]
+    default_base_url: ClassVar[str | None] = None
+    api_key_env: ClassVar[str | None] = None
+    default_chunk_size: ClassVar[int | None] = None
+    status_overrides: ClassVar[dict[int, ErrorCategory]] = {}
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        chunk_size: int | None,
+    ) -> None:
+        if type(model) is not str or not model:
+            raise ValueError("model must be a non-empty string")
+        origin = base_url if base_url is not None else self.default_base_url
+        if not origin:
+            raise ValueError(f"{type(self).__name__} needs a base_url")
+        if chunk_size is not None and (type(chunk_size) is not int or chunk_size <= 0):
+            raise ValueError("chunk_size must be a positive integer")
+        self.model = model
+        self.url = join_route(origin, self.route)
+        parsed = httpx.URL(self.url)
+        self.server_address: str | None = parsed.host or None
+        self.server_port: int | None = parsed.port or (
+            443 if parsed.scheme == "https" else 80 if parsed.scheme == "http" else None
+        )
+        self.chunk_size = chunk_size if chunk_size is not None else self.default_chunk_size
+        key = api_key
+        if key is None and self.api_key_env:
+            key = os.environ.get(self.api_key_env) or None
+        self._headers = {"content-type": "application/json", "accept": "application/json"}
+        if key:
+            self._headers["authorization"] = f"Bearer {key}"
+
+    def request(self, body: dict[str, Any]) -> httpx.Request:
+        return httpx.Request("POST", self.url, headers=self._headers, content=encode_body(body))
+
+    def read(self, response: httpx.Response) -> Any:
+        """The decoded success body, or the categorised error for a failed status."""
+        if not 200 <= response.status_code < 300:
+            raise error_for_status(
+                response.status_code, response.headers, response.content, self.status_overrides
+            )
+        return parse_json(response.content)
+
+    def chunks(self, items: list[str]) -> list[list[str]]:
+        """Consecutive slices of at most ``chunk_size`` items, in order."""
+        size = self.chunk_size
+        if size is None or len(items) <= size:
+            return [items]
+        return [items[start : start + size] for start in range(0, len(items), size)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, url={self.url!r})"
+
+
+class EmbeddingMapping(_Mapping):
+    """A vendor's embedding endpoint."""
+
+    def check(self, call: EmbedCall) -> None:
+        """Vendor pre-send validation; raise ``invalid_request`` to refuse the call."""
+
+    def wire_inputs(self, call: EmbedCall) -> list[str]:
+        """The texts as sent (a mapping may prefix them for ``input_type``)."""
+        return call.inputs
+
+    @abstractmethod
+    def body(self, call: EmbedCall, inputs: list[str]) -> dict[str, Any]:
+        """The JSON body for one request carrying ``inputs``."""
+
+    @abstractmethod
+    def parse(self, payload: Any, expected: int) -> EmbeddingPart:
+        """Read one decoded success body holding ``expected`` vectors."""
+
+
+class RerankMapping(_Mapping):
+    """A vendor's rerank endpoint."""
+
+    client_side_top_k: ClassVar[bool] = False
+
+    def check(self, call: RerankCall) -> None:
+        """Vendor pre-send validation; raise ``invalid_request`` to refuse the call."""
+
+    @abstractmethod
+    def body(self, call: RerankCall, documents: list[str]) -> dict[str, Any]:
+        """The JSON body for one request carrying ``documents``."""
+
+    @abstractmethod
+    def parse(self, payload: Any, call: RerankCall, document_count: int) -> RerankPart:
+        """Read one decoded success body for a request of ``document_count`` documents."""
+
+
+def embedding_flow(
+    mapping: EmbeddingMapping, call: EmbedCall
+) -> Generator[httpx.Request, httpx.Response, tuple[EmbeddingResponse, str | None]]:
+    """Send each chunk in order, read it, and stitch: yields requests, returns the response
+    and the model the provider echoed (``None`` when it echoes none)."""
+    mapping.check(call)
+    batches = mapping.chunks(mapping.wire_inputs(call))
+    requests = [mapping.request(mapping.body(call, batch)) for batch in batches]
+    parts: list[EmbeddingPart] = []
+    for request, batch in zip(requests, batches, strict=True):
+        response = yield request
+        parts.append(mapping.parse(mapping.read(response), len(batch)))
+    return _stitch_embeddings(parts, mapping.model), parts[0].model
+
+
+def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> EmbeddingResponse:
+    first = parts[0]
+    if len(parts) == 1:
+        vectors, raw = first.vectors, first.raw
+    else:
+        vectors = [vector for part in parts for vector in part.vectors]
+        raw = [part.raw for part in parts]
+    usage: EmbeddingUsage | None = None
+    if all(part.usage is not None for part in parts):
+        usage = EmbeddingUsage(
+            input_tokens=sum(part.usage.input_tokens for part in parts if part.usage)
+        )
+    try:
+        return EmbeddingResponse(
+            vectors=vectors,
+            dimensions=len(vectors[0]) if vectors else 0,
+            model=first.model or bound_model,
+            usage=usage,
+            response_id=first.response_id,
+            raw=raw,
+        )
+    except ValidationError:  # its message quotes the vectors: do not chain it
+        raise invalid_response(
+            "vectors are empty or of inconsistent length", "inconsistent_dimensions"
+        ) from None
+
+
+def rerank_flow(
+    mapping: RerankMapping, call: RerankCall
+) -> Generator[httpx.Request, httpx.Response, tuple[RerankResponse, str | None]]:
+    """Send each document chunk with the same query, then re-base, sort and cut globally."""
+    mapping.check(call)
+    batches = mapping.chunks(call.documents)
+    requests = [mapping.request(mapping.body(call, batch)) for batch in batches]
+    parts: list[RerankPart] = []
+    for request, batch in zip(requests, batches, strict=True):
+        response = yield request
+        parts.append(mapping.parse(mapping.read(response), call, len(batch)))
+    return _stitch_rerank(parts, [len(b) for b in batches], call, mapping), parts[0].model
+
+
+def _stitch_rerank(
+    parts: list[RerankPart], sizes: list[int], call: RerankCall, mapping: RerankMapping
+) -> RerankResponse:
+    first = parts[0]
+    if len(parts) == 1:
+        results, raw = list(first.results), first.raw
+    else:
+        results = []
+        offset = 0
+        for part, size in zip(parts, sizes, strict=True):
+            results.extend(
+                ScoredDocument(
+                    index=r.index + offset, relevance_score=r.relevance_score, document=r.document
+                )
+                for r in part.results
+            )
+            offset += size
+        raw = [part.raw for part in parts]
+    results.sort(key=lambda r: -r.relevance_score)
+    if mapping.client_side_top_k and call.top_k is not None:
+        del results[call.top_k :]
+    try:
+        return RerankResponse(
+            results=results,
+            model=first.model or mapping.model,
+            usage=_sum_rerank_usage(parts),
+            response_id=first.response_id,
+            raw=raw,
+        )
+    except ValidationError:  # its message quotes the results: do not chain it
+        raise invalid_response("rerank results are inconsistent", "inconsistent_results") from None
+
+
+def _sum_rerank_usage(parts: list[RerankPart]) -> RerankUsage | None:
+    if len(parts) == 1:
+        return parts[0].usage
+    usages = [part.usage for part in parts]
+    units = tokens = None
+    if all(u is not None and u.search_units is not None for u in usages):
+        units = sum(u.search_units for u in usages if u and u.search_units is not None)
+    if all(u is not None and u.input_tokens is not None for u in usages):
+        tokens = sum(u.input_tokens for u in usages if u and u.input_tokens is not None)
+    if units is None and tokens is None:
+        return None
+    return RerankUsage(search_units=units, input_tokens=tokens)

@@ -1,0 +1,229 @@
+"""The public provider classes' shared machinery: clients, lifecycle, and the call entry points."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from spanledger.events import EmbeddingResponse, RerankResponse
+from spanledger.providers._driver import (
+    EmbedAttempt,
+    RerankAttempt,
+    Timeout,
+    drive_async,
+    drive_sync,
+)
+from spanledger.providers._mapping import (
+    EmbeddingMapping,
+    RerankMapping,
+    embedding_flow,
+    rerank_flow,
+)
+from spanledger.recorder import Recorder, get_recorder
+
+__all__ = ["EmbeddingProvider", "RerankProvider"]
+
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+
+
+class _Provider:
+    """Owns (or borrows) the httpx clients and closes only the ones it created."""
+
+    _mapping: EmbeddingMapping | RerankMapping
+
+    def __init__(
+        self,
+        *,
+        http_client: httpx.Client | None,
+        async_http_client: httpx.AsyncClient | None,
+        timeout: Timeout,
+        recorder: Recorder | None,
+    ) -> None:
+        self._client = http_client
+        self._async_client = async_http_client
+        self._owns_client = http_client is None
+        self._owns_async_client = async_http_client is None
+        self._timeout = timeout
+        self._recorder = recorder
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def provider(self) -> str:
+        """The wire surface name recorded on events (``openai``, ``cohere``, ...)."""
+        return self._mapping.provider
+
+    @property
+    def model(self) -> str:
+        return self._mapping.model
+
+    @property
+    def url(self) -> str:
+        """The endpoint this instance posts to."""
+        return self._mapping.url
+
+    def _current_recorder(self) -> Recorder:
+        return self._recorder if self._recorder is not None else get_recorder()
+
+    def _sync_client(self) -> httpx.Client:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = httpx.Client(timeout=DEFAULT_TIMEOUT)
+                client = self._client
+        return client
+
+    def _async_http(self) -> httpx.AsyncClient:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+        client = self._async_client
+        if client is None:
+            with self._lock:
+                if self._async_client is None:
+                    self._async_client = httpx.AsyncClient(timeout=DEFAULT_TIMEOUT)
+                client = self._async_client
+        return client
+
+    def close(self) -> None:
+        """Close the sync client if this instance created it."""
+        self._closed = True
+        if self._owns_client and self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def aclose(self) -> None:
+        """Close every client this instance created."""
+        self.close()
+        if self._owns_async_client and self._async_client is not None:
+            await self._async_client.aclose()
+            self._async_client = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, url={self.url!r})"
+
+
+class EmbeddingProvider(_Provider):
+    """An embedding endpoint: ``embed`` / ``aembed`` return vectors in input order."""
+
+    _mapping: EmbeddingMapping
+
+    def embed(
+        self,
+        inputs: Sequence[str],
+        *,
+        input_type: str | None = None,
+        dimensions: int | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> EmbeddingResponse:
+        """Embed ``inputs``; raises ``ProviderError`` on any failure, never retries."""
+        attempt = EmbedAttempt(
+            self._current_recorder(), self._mapping, (inputs, input_type, dimensions, extras)
+        )
+        try:
+            flow = embedding_flow(self._mapping, attempt.checked_call())
+            outcome = drive_sync(flow, self._sync_client(), self._timeout)
+        except BaseException as exc:
+            attempt.failed(exc)
+            raise
+        return attempt.succeeded(outcome)
+
+    async def aembed(
+        self,
+        inputs: Sequence[str],
+        *,
+        input_type: str | None = None,
+        dimensions: int | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> EmbeddingResponse:
+        """The async twin of ``embed``."""
+        attempt = EmbedAttempt(
+            self._current_recorder(), self._mapping, (inputs, input_type, dimensions, extras)
+        )
+        try:
+            flow = embedding_flow(self._mapping, attempt.checked_call())
+            outcome = await drive_async(flow, self._async_http(), self._timeout)
+        except BaseException as exc:
+            attempt.failed(exc)
+            raise
+        return attempt.succeeded(outcome)
+
+
+class RerankProvider(_Provider):
+    """A rerank endpoint: results sorted by relevance, ``index`` into the original documents."""
+
+    _mapping: RerankMapping
+
+    def rerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        *,
+        top_k: int | None = None,
+        return_documents: bool | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> RerankResponse:
+        """Rerank ``documents`` for ``query``. ``return_documents`` unset means ``False``."""
+        attempt = RerankAttempt(
+            self._current_recorder(),
+            self._mapping,
+            (query, documents, top_k, return_documents, extras),
+        )
+        try:
+            flow = rerank_flow(self._mapping, attempt.checked_call())
+            outcome = drive_sync(flow, self._sync_client(), self._timeout)
+        except BaseException as exc:
+            attempt.failed(exc)
+            raise
+        return attempt.succeeded(outcome)
+
+    async def arerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        *,
+        top_k: int | None = None,
+        return_documents: bool | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> RerankResponse:
+        """The async twin of ``rerank``."""
+        attempt = RerankAttempt(
+            self._current_recorder(),
+            self._mapping,
+            (query, documents, top_k, return_documents, extras),
+        )
+        try:
+            flow = rerank_flow(self._mapping, attempt.checked_call())
+            outcome = await drive_async(flow, self._async_http(), self._timeout)
+        except BaseException as exc:
+            attempt.failed(exc)
+            raise
+        return attempt.succeeded(outcome)

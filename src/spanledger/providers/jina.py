@@ -1,0 +1,138 @@
+"""Jina: ``/v1/embeddings`` and ``/v1/rerank``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from spanledger import figures
+from spanledger.events import EmbeddingUsage
+from spanledger.providers._calls import EmbedCall, RerankCall, invalid_request, with_extras
+from spanledger.providers._decode import rerank_results, vectors_by_index
+from spanledger.providers._driver import Timeout
+from spanledger.providers._mapping import (
+    EmbeddingMapping,
+    EmbeddingPart,
+    RerankMapping,
+    RerankPart,
+    dig,
+    echoed_model,
+    rerank_usage,
+)
+from spanledger.providers._provider import EmbeddingProvider, RerankProvider
+from spanledger.recorder import Recorder
+
+__all__ = ["JinaEmbeddingMapping", "JinaEmbeddings", "JinaRerankMapping", "JinaReranker"]
+
+_TASKS = {"query": "retrieval.query", "document": "retrieval.passage"}
+
+
+class JinaEmbeddingMapping(EmbeddingMapping):
+    """``POST /v1/embeddings`` with ``truncate: false``. ``input_type`` is a closed set mapped to
+    ``task``; other tasks ride extras as ``task`` only while ``input_type`` is absent."""
+
+    provider = "jina"
+    route = "/v1/embeddings"
+    default_base_url = "https://api.jina.ai"
+    api_key_env = "JINA_API_KEY"
+
+    def check(self, call: EmbedCall) -> None:
+        if call.input_type is not None and call.input_type not in _TASKS:
+            raise invalid_request("input_type is not one Jina accepts", "unsupported_input_type")
+
+    def body(self, call: EmbedCall, inputs: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "input": inputs}
+        if call.input_type is not None:
+            body["task"] = _TASKS[call.input_type]
+        if call.dimensions is not None:
+            body["dimensions"] = call.dimensions
+        body["truncate"] = False
+        return with_extras(body, call.extras)
+
+    def parse(self, payload: Any, expected: int) -> EmbeddingPart:
+        tokens = figures.count(dig(payload, "usage", "total_tokens"))
+        return EmbeddingPart(
+            vectors=vectors_by_index(dig(payload, "data"), expected),
+            usage=EmbeddingUsage(input_tokens=tokens) if tokens is not None else None,
+            response_id=figures.response_id(dig(payload, "id")),
+            model=echoed_model(payload),
+            raw=payload,
+        )
+
+
+class JinaRerankMapping(RerankMapping):
+    """``POST /v1/rerank`` with ``truncation: false`` and ``return_documents`` always sent
+    (Jina's own default is true). Echoed documents follow the echo rule."""
+
+    provider = "jina"
+    route = "/v1/rerank"
+    default_base_url = "https://api.jina.ai"
+    api_key_env = "JINA_API_KEY"
+
+    def body(self, call: RerankCall, documents: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "query": call.query, "documents": documents}
+        if call.top_k is not None:
+            body["top_n"] = call.top_k
+        body["return_documents"] = call.wants_documents
+        body["truncation"] = False
+        return with_extras(body, call.extras)
+
+    def parse(self, payload: Any, call: RerankCall, document_count: int) -> RerankPart:
+        return RerankPart(
+            results=rerank_results(dig(payload, "results"), document_count, limit=call.top_k),
+            usage=rerank_usage(None, dig(payload, "usage", "total_tokens")),
+            response_id=figures.response_id(dig(payload, "id")),
+            model=echoed_model(payload),
+            raw=payload,
+        )
+
+
+class JinaEmbeddings(EmbeddingProvider):
+    """Jina embeddings (no input cap, so never chunked)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        timeout: Timeout = None,
+        recorder: Recorder | None = None,
+    ) -> None:
+        self._mapping = JinaEmbeddingMapping(
+            model=model, base_url=base_url, api_key=api_key, chunk_size=None
+        )
+        super().__init__(
+            http_client=http_client,
+            async_http_client=async_http_client,
+            timeout=timeout,
+            recorder=recorder,
+        )
+
+
+class JinaReranker(RerankProvider):
+    """Jina rerank; usage is ``RerankUsage(input_tokens=...)`` from ``usage.total_tokens``."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        timeout: Timeout = None,
+        recorder: Recorder | None = None,
+    ) -> None:
+        self._mapping = JinaRerankMapping(
+            model=model, base_url=base_url, api_key=api_key, chunk_size=None
+        )
+        super().__init__(
+            http_client=http_client,
+            async_http_client=async_http_client,
+            timeout=timeout,
+            recorder=recorder,
+        )

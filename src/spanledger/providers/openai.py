@@ -1,0 +1,104 @@
+"""OpenAI-compatible embeddings (OpenAI, vLLM, LocalAI, Together, TEI's OpenAI route, ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from spanledger import figures
+from spanledger.events import EmbeddingUsage
+from spanledger.providers._calls import EmbedCall, with_extras
+from spanledger.providers._decode import vectors_by_index
+from spanledger.providers._driver import Timeout
+from spanledger.providers._mapping import (
+    EmbeddingMapping,
+    EmbeddingPart,
+    apply_prefix,
+    dig,
+    echoed_model,
+)
+from spanledger.providers._provider import EmbeddingProvider
+from spanledger.recorder import Recorder
+
+__all__ = ["OpenAIEmbeddingMapping", "OpenAIEmbeddings"]
+
+
+class OpenAIEmbeddingMapping(EmbeddingMapping):
+    """``POST /v1/embeddings``: ``{model, input, dimensions?}`` plus extras at the root.
+
+    ``input_type`` is never a wire field: a no-op, or a client-side prefix when one is bound.
+    ``encoding_format`` rides extras untouched; vectors are decoded by their shape.
+    """
+
+    provider = "openai"
+    route = "/v1/embeddings"
+    default_base_url = "https://api.openai.com"
+    api_key_env = "OPENAI_API_KEY"
+    default_chunk_size = 2048
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        chunk_size: int | None,
+        query_prefix: str | None,
+        document_prefix: str | None,
+    ) -> None:
+        super().__init__(model=model, base_url=base_url, api_key=api_key, chunk_size=chunk_size)
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
+
+    def wire_inputs(self, call: EmbedCall) -> list[str]:
+        return apply_prefix(call.inputs, call.input_type, self.query_prefix, self.document_prefix)
+
+    def body(self, call: EmbedCall, inputs: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "input": inputs}
+        if call.dimensions is not None:
+            body["dimensions"] = call.dimensions
+        return with_extras(body, call.extras)
+
+    def parse(self, payload: Any, expected: int) -> EmbeddingPart:
+        prompt_tokens = figures.count(dig(payload, "usage", "prompt_tokens"))
+        return EmbeddingPart(
+            vectors=vectors_by_index(dig(payload, "data"), expected),
+            usage=EmbeddingUsage(input_tokens=prompt_tokens) if prompt_tokens is not None else None,
+            response_id=figures.response_id(dig(payload, "id")),
+            model=echoed_model(payload),
+            raw=payload,
+        )
+
+
+class OpenAIEmbeddings(EmbeddingProvider):
+    """Embeddings over the OpenAI-compatible wire; ``base_url`` is an origin."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        timeout: Timeout = None,
+        recorder: Recorder | None = None,
+        chunk_size: int | None = None,
+        query_prefix: str | None = None,
+        document_prefix: str | None = None,
+    ) -> None:
+        self._mapping = OpenAIEmbeddingMapping(
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            chunk_size=chunk_size,
+            query_prefix=query_prefix,
+            document_prefix=document_prefix,
+        )
+        super().__init__(
+            http_client=http_client,
+            async_http_client=async_http_client,
+            timeout=timeout,
+            recorder=recorder,
+        )

@@ -1,0 +1,146 @@
+"""Voyage AI: ``/v1/embeddings`` and ``/v1/rerank``.
+
+Voyage truncates over-length inputs by default; like Jina and Cohere here, the mapping sends
+``truncation: false`` so an over-length input fails loudly instead of being embedded in part.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from spanledger import figures
+from spanledger.events import EmbeddingUsage
+from spanledger.providers._calls import EmbedCall, RerankCall, invalid_request, with_extras
+from spanledger.providers._decode import rerank_results, vectors_by_index
+from spanledger.providers._driver import Timeout
+from spanledger.providers._mapping import (
+    EmbeddingMapping,
+    EmbeddingPart,
+    RerankMapping,
+    RerankPart,
+    dig,
+    echoed_model,
+    rerank_usage,
+)
+from spanledger.providers._provider import EmbeddingProvider, RerankProvider
+from spanledger.recorder import Recorder
+
+__all__ = ["VoyageEmbeddingMapping", "VoyageEmbeddings", "VoyageRerankMapping", "VoyageReranker"]
+
+_INPUT_TYPES = frozenset({"query", "document"})
+
+
+class VoyageEmbeddingMapping(EmbeddingMapping):
+    """``POST /v1/embeddings``: ``{model, input, input_type?, output_dimension?, truncation}``.
+
+    Voyage accepts at most 1,000 texts per request; longer lists are chunked and stitched.
+    """
+
+    provider = "voyageai"
+    route = "/v1/embeddings"
+    default_base_url = "https://api.voyageai.com"
+    api_key_env = "VOYAGE_API_KEY"
+    default_chunk_size = 1000
+
+    def check(self, call: EmbedCall) -> None:
+        if call.input_type is not None and call.input_type not in _INPUT_TYPES:
+            raise invalid_request("input_type is not one Voyage accepts", "unsupported_input_type")
+
+    def body(self, call: EmbedCall, inputs: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "input": inputs}
+        if call.input_type is not None:
+            body["input_type"] = call.input_type
+        if call.dimensions is not None:
+            body["output_dimension"] = call.dimensions
+        body["truncation"] = False
+        return with_extras(body, call.extras)
+
+    def parse(self, payload: Any, expected: int) -> EmbeddingPart:
+        tokens = figures.count(dig(payload, "usage", "total_tokens"))
+        return EmbeddingPart(
+            vectors=vectors_by_index(dig(payload, "data"), expected),
+            usage=EmbeddingUsage(input_tokens=tokens) if tokens is not None else None,
+            response_id=figures.response_id(dig(payload, "id")),
+            model=echoed_model(payload),
+            raw=payload,
+        )
+
+
+class VoyageRerankMapping(RerankMapping):
+    """``POST /v1/rerank``: ``{model, query, documents, top_k?, return_documents, truncation}``;
+    results arrive under ``data``; ``usage.total_tokens`` is the billed figure."""
+
+    provider = "voyageai"
+    route = "/v1/rerank"
+    default_base_url = "https://api.voyageai.com"
+    api_key_env = "VOYAGE_API_KEY"
+
+    def body(self, call: RerankCall, documents: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "query": call.query, "documents": documents}
+        if call.top_k is not None:
+            body["top_k"] = call.top_k
+        body["return_documents"] = call.wants_documents
+        body["truncation"] = False
+        return with_extras(body, call.extras)
+
+    def parse(self, payload: Any, call: RerankCall, document_count: int) -> RerankPart:
+        return RerankPart(
+            results=rerank_results(dig(payload, "data"), document_count, limit=call.top_k),
+            usage=rerank_usage(None, dig(payload, "usage", "total_tokens")),
+            response_id=figures.response_id(dig(payload, "id")),
+            model=echoed_model(payload),
+            raw=payload,
+        )
+
+
+class VoyageEmbeddings(EmbeddingProvider):
+    """Voyage embeddings; inputs over 1,000 (or ``chunk_size``) are chunked and stitched."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        timeout: Timeout = None,
+        recorder: Recorder | None = None,
+        chunk_size: int | None = None,
+    ) -> None:
+        self._mapping = VoyageEmbeddingMapping(
+            model=model, base_url=base_url, api_key=api_key, chunk_size=chunk_size
+        )
+        super().__init__(
+            http_client=http_client,
+            async_http_client=async_http_client,
+            timeout=timeout,
+            recorder=recorder,
+        )
+
+
+class VoyageReranker(RerankProvider):
+    """Voyage rerank; usage is ``RerankUsage(input_tokens=...)``."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        timeout: Timeout = None,
+        recorder: Recorder | None = None,
+    ) -> None:
+        self._mapping = VoyageRerankMapping(
+            model=model, base_url=base_url, api_key=api_key, chunk_size=None
+        )
+        super().__init__(
+            http_client=http_client,
+            async_http_client=async_http_client,
+            timeout=timeout,
+            recorder=recorder,
+        )

@@ -1,0 +1,266 @@
+"""Where events go: the current recorder, sink isolation, and request scopes.
+
+Providers hand each finished call's event to the current recorder, which fans it out to its
+sinks. A sink that raises never reaches the caller: the failure is counted per sink and logged
+once per sink and error type, without the exception message (messages can carry payload).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Protocol, runtime_checkable
+
+import structlog
+
+from spanledger.events import CallStarted, Event
+
+__all__ = [
+    "Recorder",
+    "RequestScope",
+    "Sink",
+    "SinkStats",
+    "current_request",
+    "get_recorder",
+    "request",
+    "set_default_recorder",
+    "use",
+]
+
+_log = structlog.get_logger("spanledger.recorder")
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Receives finished call events. ``flush()`` and ``shutdown()`` are optional."""
+
+    def emit(self, event: Event) -> None: ...
+
+
+@runtime_checkable
+class StartAwareSink(Protocol):
+    """A sink that also wants to know when a call begins (to open a live span, say)."""
+
+    def call_started(self, started: CallStarted) -> None: ...
+
+
+SinkLike = Sink | Callable[[Event], None]
+
+
+@dataclass
+class SinkStats:
+    """Delivery counts for one sink."""
+
+    name: str
+    delivered: int = 0
+    failed: int = 0
+    failures_by_type: dict[str, int] = field(default_factory=dict)
+
+
+class _SinkSlot:
+    __slots__ = ("emit", "flush", "logged", "name", "shutdown", "sink", "start", "stats")
+
+    def __init__(self, sink: SinkLike, position: int) -> None:
+        self.sink = sink
+        emit = getattr(sink, "emit", None)
+        if callable(emit):
+            self.emit: Callable[[Event], None] = emit
+            label = type(sink).__name__
+        elif callable(sink):
+            self.emit = sink
+            label = getattr(sink, "__qualname__", type(sink).__name__)
+        else:
+            raise TypeError("a sink needs an emit(event) method or must be callable")
+        start = getattr(sink, "call_started", None)
+        self.start: Callable[[CallStarted], None] | None = start if callable(start) else None
+        flush = getattr(sink, "flush", None)
+        self.flush: Callable[[], object] | None = flush if callable(flush) else None
+        shutdown = getattr(sink, "shutdown", None)
+        self.shutdown: Callable[[], object] | None = shutdown if callable(shutdown) else None
+        self.name = f"{position}:{label}"
+        self.stats = SinkStats(self.name)
+        self.logged: set[str] = set()
+
+
+class Recorder:
+    """Fans events out to sinks, isolating each sink's failures from the caller."""
+
+    def __init__(self, sinks: Iterable[SinkLike] = ()) -> None:
+        self._slots = tuple(_SinkSlot(sink, i) for i, sink in enumerate(sinks))
+        self._lock = threading.Lock()
+
+    @property
+    def sinks(self) -> tuple[SinkLike, ...]:
+        return tuple(slot.sink for slot in self._slots)
+
+    @property
+    def stats(self) -> dict[str, SinkStats]:
+        """Per-sink delivery and failure counts, keyed by ``"<position>:<sink type>"``."""
+        with self._lock:
+            return {
+                slot.name: SinkStats(
+                    slot.name,
+                    slot.stats.delivered,
+                    slot.stats.failed,
+                    dict(slot.stats.failures_by_type),
+                )
+                for slot in self._slots
+            }
+
+    @property
+    def active(self) -> bool:
+        """Whether an event emitted now would reach anyone (a sink or a request scope)."""
+        return bool(self._slots) or _current_scope.get() is not None
+
+    def call_started(self, started: CallStarted) -> None:
+        """Tell start-aware sinks that a call has begun."""
+        for slot in self._slots:
+            if slot.start is None:
+                continue
+            try:
+                slot.start(started)
+            except Exception as exc:
+                self._count_failure(slot, exc, "call_started")
+
+    def emit(self, event: Event) -> None:
+        """Deliver a finished call's event to the request scope and every sink."""
+        scope = _current_scope.get()
+        if scope is not None:
+            scope.add(event)
+        for slot in self._slots:
+            try:
+                slot.emit(event)
+            except Exception as exc:
+                self._count_failure(slot, exc, "emit")
+            else:
+                with self._lock:
+                    slot.stats.delivered += 1
+
+    def flush(self) -> None:
+        """Ask every sink that can to write out what it holds."""
+        for slot in self._slots:
+            if slot.flush is not None:
+                try:
+                    slot.flush()
+                except Exception as exc:
+                    self._count_failure(slot, exc, "flush")
+
+    def shutdown(self) -> None:
+        """Flush and release every sink."""
+        for slot in self._slots:
+            closer = slot.shutdown or slot.flush
+            if closer is not None:
+                try:
+                    closer()
+                except Exception as exc:
+                    self._count_failure(slot, exc, "shutdown")
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    def _count_failure(self, slot: _SinkSlot, exc: Exception, stage: str) -> None:
+        error_type = type(exc).__name__
+        with self._lock:
+            slot.stats.failed += 1
+            slot.stats.failures_by_type[error_type] = (
+                slot.stats.failures_by_type.get(error_type, 0) + 1
+            )
+            first = error_type not in slot.logged
+            slot.logged.add(error_type)
+        if first:
+            _log.warning("sink_failed", sink=slot.name, stage=stage, error_type=error_type)
+
+
+_NOOP = Recorder()
+_default: Recorder | None = None
+_current: ContextVar[Recorder | None] = ContextVar("spanledger_recorder", default=None)
+
+
+def get_recorder() -> Recorder:
+    """The recorder in effect here: set by ``use``, else the process default, else a no-op."""
+    recorder = _current.get()
+    if recorder is not None:
+        return recorder
+    return _default if _default is not None else _NOOP
+
+
+def set_default_recorder(recorder: Recorder | None) -> None:
+    """Set the recorder that every thread and task falls back to when none is in context."""
+    global _default
+    _default = recorder
+
+
+class use:
+    """Make ``recorder`` current; as a context manager, restore the previous one on exit."""
+
+    __slots__ = ("_token", "recorder")
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self._token: Token[Recorder | None] = _current.set(recorder)
+
+    def __enter__(self) -> Recorder:
+        return self.recorder
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        _current.reset(self._token)
+
+
+class RequestScope:
+    """The calls made while serving one request, joined by ``request_id``."""
+
+    def __init__(self, request_id: str) -> None:
+        if not request_id:
+            raise ValueError("request_id must be a non-empty string")
+        self.request_id = request_id
+        self._events: list[Event] = []
+        self._lock = threading.Lock()
+
+    @property
+    def events(self) -> list[Event]:
+        """The events emitted inside this scope, in emission order (a copy)."""
+        with self._lock:
+            return list(self._events)
+
+    def add(self, event: Event) -> None:
+        with self._lock:
+            self._events.append(event)
+
+    def __repr__(self) -> str:
+        return f"RequestScope(request_id={self.request_id!r}, events={len(self._events)})"
+
+
+_current_scope: ContextVar[RequestScope | None] = ContextVar("spanledger_request", default=None)
+
+
+def current_request() -> RequestScope | None:
+    """The innermost open request scope, if any."""
+    return _current_scope.get()
+
+
+@contextmanager
+def request(request_id: str) -> Iterator[RequestScope]:
+    """Open a request scope: calls inside carry ``request_id`` and are kept on the scope."""
+    scope = RequestScope(request_id)
+    token = _current_scope.set(scope)
+    try:
+        yield scope
+    finally:
+        _current_scope.reset(token)
