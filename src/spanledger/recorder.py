@@ -7,6 +7,7 @@ once per sink and error type, without the exception message (messages can carry 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -180,7 +181,8 @@ class Recorder:
             first = error_type not in slot.logged
             slot.logged.add(error_type)
         if first:
-            _log.warning("sink_failed", sink=slot.name, stage=stage, error_type=error_type)
+            with contextlib.suppress(Exception):  # a broken log stream must not break the call
+                _log.warning("sink_failed", sink=slot.name, stage=stage, error_type=error_type)
 
 
 _NOOP = Recorder()

@@ -7,6 +7,7 @@ handed to the recorder before the call returns or raises.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Generator
 from datetime import UTC, datetime
 from time import perf_counter
@@ -170,7 +171,8 @@ class _Attempt:
         try:
             event = build()
         except Exception as exc:
-            _log.error("event_build_failed", error_type=type(exc).__name__)
+            with contextlib.suppress(Exception):
+                _log.error("event_build_failed", error_type=type(exc).__name__)
             return
         self.recorder.emit(event)
 

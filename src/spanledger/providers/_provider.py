@@ -145,12 +145,13 @@ class EmbeddingProvider(_Provider):
         extras: Mapping[str, Any] | None = None,
     ) -> EmbeddingResponse:
         """Embed ``inputs``; raises ``ProviderError`` on any failure, never retries."""
+        client = self._sync_client()
         attempt = EmbedAttempt(
             self._current_recorder(), self._mapping, (inputs, input_type, dimensions, extras)
         )
         try:
             flow = embedding_flow(self._mapping, attempt.checked_call())
-            outcome = drive_sync(flow, self._sync_client(), self._timeout)
+            outcome = drive_sync(flow, client, self._timeout)
         except BaseException as exc:
             attempt.failed(exc)
             raise
@@ -165,12 +166,13 @@ class EmbeddingProvider(_Provider):
         extras: Mapping[str, Any] | None = None,
     ) -> EmbeddingResponse:
         """The async twin of ``embed``."""
+        client = self._async_http()
         attempt = EmbedAttempt(
             self._current_recorder(), self._mapping, (inputs, input_type, dimensions, extras)
         )
         try:
             flow = embedding_flow(self._mapping, attempt.checked_call())
-            outcome = await drive_async(flow, self._async_http(), self._timeout)
+            outcome = await drive_async(flow, client, self._timeout)
         except BaseException as exc:
             attempt.failed(exc)
             raise
@@ -192,6 +194,7 @@ class RerankProvider(_Provider):
         extras: Mapping[str, Any] | None = None,
     ) -> RerankResponse:
         """Rerank ``documents`` for ``query``. ``return_documents`` unset means ``False``."""
+        client = self._sync_client()
         attempt = RerankAttempt(
             self._current_recorder(),
             self._mapping,
@@ -199,7 +202,7 @@ class RerankProvider(_Provider):
         )
         try:
             flow = rerank_flow(self._mapping, attempt.checked_call())
-            outcome = drive_sync(flow, self._sync_client(), self._timeout)
+            outcome = drive_sync(flow, client, self._timeout)
         except BaseException as exc:
             attempt.failed(exc)
             raise
@@ -215,6 +218,7 @@ class RerankProvider(_Provider):
         extras: Mapping[str, Any] | None = None,
     ) -> RerankResponse:
         """The async twin of ``rerank``."""
+        client = self._async_http()
         attempt = RerankAttempt(
             self._current_recorder(),
             self._mapping,
@@ -222,7 +226,7 @@ class RerankProvider(_Provider):
         )
         try:
             flow = rerank_flow(self._mapping, attempt.checked_call())
-            outcome = await drive_async(flow, self._async_http(), self._timeout)
+            outcome = await drive_async(flow, client, self._timeout)
         except BaseException as exc:
             attempt.failed(exc)
             raise
