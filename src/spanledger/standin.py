@@ -6,7 +6,8 @@ socket on 127.0.0.1, offline. Each vendor lives under its own path prefix
 (``/openai``, ``/cohere``, ``/jina``, ``/tei``, ``/voyage``), so ``base_url(vendor)`` is the
 origin a provider is given.
 
-Behaviour is chosen by the model name, so a test can ask for a failure by configuration alone:
+Behaviour is chosen by the model name (or by ``base_url(vendor, behaviour)``, for TEI, whose
+wire carries no model), so a test can ask for a failure by configuration alone:
 ``fail-<status>`` answers with that status and the vendor's error body (``fail-429`` adds
 ``Retry-After: 2``); ``slow-<ms>`` waits before answering; ``reset`` drops the connection;
 ``usage-malformed`` reports garbage usage figures and ``usage-missing`` none.
@@ -103,10 +104,11 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length)
         parts = self.path.strip("/").split("/", 1)
-        vendor, route = (parts[0], "/" + parts[1]) if len(parts) == 2 else ("", self.path)
+        prefix, route = (parts[0], "/" + parts[1]) if len(parts) == 2 else ("", self.path)
+        vendor, _, behaviour = prefix.partition("~")
         self.server.record(RecordedRequest(vendor, route, dict(self.headers.items()), body))
         try:
-            status, payload, headers = self.server.answer(vendor, route, body)
+            status, payload, headers = self.server.answer(vendor, route, body, behaviour)
         except _Reset:
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
@@ -142,7 +144,9 @@ class _Server(ThreadingHTTPServer):
         with self._lock:
             self.requests.append(request)
 
-    def answer(self, vendor: str, route: str, raw: bytes) -> tuple[int, Any, dict[str, str]]:
+    def answer(
+        self, vendor: str, route: str, raw: bytes, behaviour: str
+    ) -> tuple[int, Any, dict[str, str]]:
         try:
             body = json.loads(raw)
         except ValueError:
@@ -150,7 +154,7 @@ class _Server(ThreadingHTTPServer):
         if not isinstance(body, dict):
             return 422, _error_body(vendor, 422), {}
         model = str(body.get("model", "tei-model" if vendor == "tei" else ""))
-        failure = self._scripted(vendor, model)
+        failure = self._scripted(vendor, behaviour or model)
         if failure is not None:
             return failure
         handler = _ROUTES.get((vendor, route))
@@ -330,11 +334,15 @@ class StandIn:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def base_url(self, vendor: str) -> str:
-        """The origin to give a provider for ``vendor`` (one of ``VENDORS``)."""
+    def base_url(self, vendor: str, behaviour: str | None = None) -> str:
+        """The origin to give a provider for ``vendor`` (one of ``VENDORS``).
+
+        ``behaviour`` scripts every call to this origin like a model name would (``fail-429``,
+        ``slow-500``, ...); TEI needs it, since its wire carries no model.
+        """
         if vendor not in VENDORS:
             raise ValueError(f"unknown vendor {vendor!r}")
-        return f"{self.url}/{vendor}"
+        return f"{self.url}/{vendor}~{behaviour}" if behaviour else f"{self.url}/{vendor}"
 
     @property
     def requests(self) -> list[RecordedRequest]:

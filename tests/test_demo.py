@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import spanledger
+from spanledger.cli import main
+from spanledger.demo import PASSAGES, QUESTION
+
+
+def test_demo_runs_offline_and_writes_a_readable_log(tmp_path: Path) -> None:
+    log_path = tmp_path / "events.jsonl"
+    out = io.StringIO()
+    with redirect_stdout(out):
+        status = main(["demo", "--events", str(log_path)])
+    text = out.getvalue()
+    assert status == 0
+    assert "STAND-IN" in text
+    log = spanledger.read_events(log_path)
+    assert log.problems == []
+    kinds = [e.kind for e in log.events]
+    assert kinds.count("embedding") == 8
+    assert kinds.count("rerank") == 4
+    assert kinds.count("rerank_failed") == 1
+    assert {e.provider for e in log.events} == {"openai", "cohere", "jina", "tei", "voyageai"}
+    chunked = [e for e in log.events if e.kind == "embedding" and e.input_count == 40]
+    assert len(chunked) == 1
+    malformed = [e for e in log.events if e.model == "usage-malformed"]
+    assert malformed[0].usage is None  # type: ignore[union-attr]
+    raw_log = log_path.read_text()
+    assert QUESTION not in raw_log
+    assert all(passage not in raw_log for passage in PASSAGES)
+    assert len(text.splitlines()) >= 13
+
+
+def test_console_script_is_installed(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "spanledger.cli", "demo"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "spanledger-events.jsonl").exists()
