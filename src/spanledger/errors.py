@@ -136,8 +136,8 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     text = value.strip()
     if not text:
         return None
-    if text.isdigit():
-        return float(int(text))
+    if text.isascii() and text.isdigit():
+        return float(int(text)) if len(text) <= 12 else None
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):

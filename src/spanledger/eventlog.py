@@ -15,13 +15,23 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from spanledger.events import Event
+from spanledger.events import (
+    EmbeddingEvent,
+    EmbeddingFailedEvent,
+    Event,
+    RerankEvent,
+    RerankFailedEvent,
+)
 
 __all__ = ["SCHEMA_VERSION", "EventLog", "LogProblem", "encode_event", "read_events"]
 
 SCHEMA_VERSION = 1
 _EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-_EVENT_KINDS = frozenset({"embedding", "embedding_failed", "rerank", "rerank_failed"})
+_EVENT_FIELDS: dict[str, frozenset[str]] = {
+    cls.model_fields["kind"].default: frozenset(cls.model_fields)
+    for cls in (EmbeddingEvent, EmbeddingFailedEvent, RerankEvent, RerankFailedEvent)
+}
+_EVENT_KINDS = frozenset(_EVENT_FIELDS)
 
 
 def encode_event(event: Event) -> str:
@@ -78,19 +88,34 @@ def read_events(path: str | PathLike[str]) -> EventLog:
 def _decode_line(line: bytes, log: EventLog) -> str | None:
     try:
         data: Any = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return "not valid JSON"
-    if not isinstance(data, dict):
+    if type(data) is not dict:
         return "not a JSON object"
     schema = data.pop("schema", None)
+    if type(schema) is not int:
+        return "no schema version"
     if schema != SCHEMA_VERSION:
-        return f"unsupported schema version {schema!r}" if type(schema) is int else "no schema"
+        return f"unsupported schema version {schema}"
     kind = data.get("kind")
-    if kind not in _EVENT_KINDS:
+    if type(kind) is not str or kind not in _EVENT_KINDS:
         return "unknown record kind"
     try:
         log.events.append(_EVENT_ADAPTER.validate_python(data))
     except ValidationError as exc:
-        fields = sorted({".".join(str(p) for p in err["loc"]) for err in exc.errors()})
-        return f"invalid {kind} event (fields: {', '.join(fields)})"
+        return f"invalid {kind} event (fields: {', '.join(_field_names(kind, exc))})"
+    except RecursionError:
+        return f"invalid {kind} event (nested too deeply)"
     return None
+
+
+def _field_names(kind: str, exc: ValidationError) -> list[str]:
+    """The event fields that failed, by their declared names only: an unexpected key is
+    reported as such, never spelled out (keys come from the line and may hold payload)."""
+    known = _EVENT_FIELDS[kind]
+    names = set()
+    for error in exc.errors():
+        location = [part for part in error["loc"] if part != kind]
+        head = location[0] if location else None
+        names.add(head if isinstance(head, str) and head in known else "unexpected field")
+    return sorted(names)
