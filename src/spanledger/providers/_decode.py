@@ -106,6 +106,17 @@ def document_echo(value: object) -> str | None:
     raise invalid_response("a document echo is a number, boolean or array", "bad_document_echo")
 
 
+def _finite_number(value: object) -> float | None:
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if type(value) is int:
+        try:
+            return float(value)
+        except OverflowError:
+            return None
+    return None
+
+
 def rerank_results(
     items: object,
     document_count: int,
@@ -131,8 +142,8 @@ def rerank_results(
         if index in seen:
             raise invalid_response("two results share an index", "duplicate_index")
         seen.add(index)
-        score = entry.get(score_key)
-        if not (type(score) in _NUMBER_TYPES and math.isfinite(score)):  # type: ignore[arg-type]
+        score = _finite_number(entry.get(score_key))
+        if score is None:
             raise invalid_response("a result has a missing or non-numeric score", "bad_score")
         document = document_echo(entry.get(document_key)) if document_key else None
         results.append(ScoredDocument(index=index, relevance_score=score, document=document))

@@ -256,7 +256,7 @@ class RerankAttempt(_Attempt):
         self._emit(
             lambda: RerankEvent(
                 **self._common(call.request_params(), call.extras),
-                query_length=len(call.query.encode("utf-8")),
+                query_length=_utf8_length(call.query),
                 document_count=len(call.documents),
                 top_k=call.top_k,
                 query=call.query,
@@ -276,9 +276,9 @@ class RerankAttempt(_Attempt):
         self._emit(
             lambda: RerankFailedEvent(
                 **self._common(call.request_params() if call else {}, call.extras if call else {}),
-                query_length=len(call.query.encode("utf-8"))
+                query_length=_utf8_length(call.query)
                 if call
-                else (len(query.encode("utf-8")) if type(query) is str else 0),
+                else (_utf8_length(query) if type(query) is str else 0),
                 document_count=len(call.documents) if call else _safe_len(documents),
                 top_k=call.top_k if call else (top_k if type(top_k) is int and top_k > 0 else None),
                 query=call.query if call else None,
@@ -286,6 +286,11 @@ class RerankAttempt(_Attempt):
                 **_failure_fields(exc),
             )
         )
+
+
+def _utf8_length(text: str) -> int:
+    """UTF-8 byte length; a lone surrogate counts as the 3 bytes it would take."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _safe_len(value: object) -> int:
