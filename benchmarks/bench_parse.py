@@ -113,7 +113,8 @@ def main() -> int:
     )
 
     response, _ = spanledger_parse(float_body)
-    assert len(response.vectors) == INPUTS and response.dimensions == DIMENSIONS
+    assert len(response.vectors) == INPUTS
+    assert response.dimensions == DIMENSIONS
     decoded, _ = spanledger_parse(b64_body)
     assert decoded.vectors[5] == response.vectors[5]
 
