@@ -40,8 +40,18 @@ T = TypeVar("T")
 Timeout = float | httpx.Timeout | None
 
 
-def _timeout_arg(timeout: Timeout) -> Any:
-    return httpx.USE_CLIENT_DEFAULT if timeout is None else timeout
+def _prepared(
+    request: httpx.Request, client: httpx.Client | httpx.AsyncClient, timeout: Timeout
+) -> httpx.Request:
+    """Set the timeout in force; the request already carries the client's default headers.
+
+    Sending the mapping's request as is is cheaper than ``client.build_request``, which would
+    parse the URL and copy the body again; the client's auth, transport, proxies and event
+    hooks still apply in ``send``.
+    """
+    chosen = client.timeout if timeout is None else httpx.Timeout(timeout)
+    request.extensions["timeout"] = chosen.as_dict()
+    return request
 
 
 def _wrap_send_error(exc: Exception) -> ProviderError:
@@ -60,15 +70,7 @@ def drive_sync(
         request = next(flow)
         while True:
             try:
-                response = client.send(
-                    client.build_request(
-                        request.method,
-                        request.url,
-                        headers=request.headers,
-                        content=request.content,
-                        timeout=_timeout_arg(timeout),
-                    )
-                )
+                response = client.send(_prepared(request, client, timeout))
             except Exception as exc:
                 raise _wrap_send_error(exc) from exc
             request = flow.send(response)
@@ -89,15 +91,7 @@ async def drive_async(
         request = next(flow)
         while True:
             try:
-                response = await client.send(
-                    client.build_request(
-                        request.method,
-                        request.url,
-                        headers=request.headers,
-                        content=request.content,
-                        timeout=_timeout_arg(timeout),
-                    )
-                )
+                response = await client.send(_prepared(request, client, timeout))
             except Exception as exc:
                 raise _wrap_send_error(exc) from exc
             request = flow.send(response)

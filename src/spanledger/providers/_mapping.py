@@ -126,7 +126,7 @@ class _Mapping(ABC):
             raise ValueError("chunk_size must be a positive integer")
         self.model = model
         self.url = join_route(origin, self.route)
-        parsed = httpx.URL(self.url)
+        parsed = self._parsed_url = httpx.URL(self.url)
         self.server_address: str | None = parsed.host or None
         self.server_port: int | None = parsed.port or (
             443 if parsed.scheme == "https" else 80 if parsed.scheme == "http" else None
@@ -139,8 +139,19 @@ class _Mapping(ABC):
         if key:
             self._headers["authorization"] = f"Bearer {key}"
 
-    def request(self, body: dict[str, Any]) -> httpx.Request:
-        return httpx.Request("POST", self.url, headers=self._headers, content=encode_body(body))
+    def headers_with(self, defaults: httpx.Headers) -> dict[str, str]:
+        """This mapping's headers over a client's default headers (user agent, ...)."""
+        merged = dict(defaults.multi_items())
+        merged.update(self._headers)
+        return merged
+
+    def request(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> httpx.Request:
+        return httpx.Request(
+            "POST",
+            self._parsed_url,
+            headers=headers if headers is not None else self._headers,
+            content=encode_body(body),
+        )
 
     def read(self, response: httpx.Response) -> Any:
         """The decoded success body, or the categorised error for a failed status."""
@@ -198,13 +209,13 @@ class RerankMapping(_Mapping):
 
 
 def embedding_flow(
-    mapping: EmbeddingMapping, call: EmbedCall
+    mapping: EmbeddingMapping, call: EmbedCall, headers: dict[str, str] | None = None
 ) -> Generator[httpx.Request, httpx.Response, tuple[EmbeddingResponse, str | None]]:
     """Send each chunk in order, read it, and stitch: yields requests, returns the response
     and the model the provider echoed (``None`` when it echoes none)."""
     mapping.check(call)
     batches = mapping.chunks(mapping.wire_inputs(call))
-    requests = [mapping.request(mapping.body(call, batch)) for batch in batches]
+    requests = [mapping.request(mapping.body(call, batch), headers) for batch in batches]
     parts: list[EmbeddingPart] = []
     for request, batch in zip(requests, batches, strict=True):
         response = yield request
@@ -240,12 +251,12 @@ def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> Embeddin
 
 
 def rerank_flow(
-    mapping: RerankMapping, call: RerankCall
+    mapping: RerankMapping, call: RerankCall, headers: dict[str, str] | None = None
 ) -> Generator[httpx.Request, httpx.Response, tuple[RerankResponse, str | None]]:
     """Send each document chunk with the same query, then re-base, sort and cut globally."""
     mapping.check(call)
     batches = mapping.chunks(call.documents)
-    requests = [mapping.request(mapping.body(call, batch)) for batch in batches]
+    requests = [mapping.request(mapping.body(call, batch), headers) for batch in batches]
     parts: list[RerankPart] = []
     for request, batch in zip(requests, batches, strict=True):
         response = yield request

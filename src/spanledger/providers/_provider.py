@@ -51,6 +51,7 @@ class _Provider:
         self._recorder = recorder
         self._lock = threading.Lock()
         self._closed = False
+        self._header_cache: tuple[object, dict[str, str]] | None = None
 
     @property
     def provider(self) -> str:
@@ -68,6 +69,14 @@ class _Provider:
 
     def _current_recorder(self) -> Recorder:
         return self._recorder if self._recorder is not None else get_recorder()
+
+    def _headers_for(self, client: httpx.Client | httpx.AsyncClient) -> dict[str, str]:
+        """The request headers for ``client``: recomputed only when its defaults change."""
+        key = (id(client), tuple(client.headers.raw))
+        cached = self._header_cache
+        if cached is None or cached[0] != key:
+            cached = self._header_cache = (key, self._mapping.headers_with(client.headers))
+        return cached[1]
 
     def _sync_client(self) -> httpx.Client:
         if self._closed:
@@ -150,7 +159,7 @@ class EmbeddingProvider(_Provider):
             self._current_recorder(), self._mapping, (inputs, input_type, dimensions, extras)
         )
         try:
-            flow = embedding_flow(self._mapping, attempt.checked_call())
+            flow = embedding_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
             outcome = drive_sync(flow, client, self._timeout)
         except BaseException as exc:
             attempt.failed(exc)
@@ -171,7 +180,7 @@ class EmbeddingProvider(_Provider):
             self._current_recorder(), self._mapping, (inputs, input_type, dimensions, extras)
         )
         try:
-            flow = embedding_flow(self._mapping, attempt.checked_call())
+            flow = embedding_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
             outcome = await drive_async(flow, client, self._timeout)
         except BaseException as exc:
             attempt.failed(exc)
@@ -201,7 +210,7 @@ class RerankProvider(_Provider):
             (query, documents, top_k, return_documents, extras),
         )
         try:
-            flow = rerank_flow(self._mapping, attempt.checked_call())
+            flow = rerank_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
             outcome = drive_sync(flow, client, self._timeout)
         except BaseException as exc:
             attempt.failed(exc)
@@ -225,7 +234,7 @@ class RerankProvider(_Provider):
             (query, documents, top_k, return_documents, extras),
         )
         try:
-            flow = rerank_flow(self._mapping, attempt.checked_call())
+            flow = rerank_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
             outcome = await drive_async(flow, client, self._timeout)
         except BaseException as exc:
             attempt.failed(exc)
