@@ -1,5 +1,6 @@
 """spanledger: tracing and cost accounting for embedding and rerank calls."""
 
+from spanledger.configure import configure
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
 from spanledger.eventlog import EventLog, LogProblem, read_events
 from spanledger.events import (
@@ -50,6 +51,7 @@ __all__ = [
     "RerankUsage",
     "ScoredDocument",
     "__version__",
+    "configure",
     "current_request",
     "get_recorder",
     "read_events",

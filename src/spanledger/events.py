@@ -156,6 +156,8 @@ class CallStarted(_Record):
     model: str
     request_id: str | None = None
     started_at: datetime
+    server_address: str | None = None
+    server_port: int | None = None
 
 
 def _payload(default: Any = None) -> Any:
@@ -184,6 +186,7 @@ class _Succeeded(_CallEvent):
 class _Failed(_CallEvent):
     error_category: ErrorCategory
     error_type: str | None = None
+    error_message: str = ""
     status_code: int | None = None
     retry_after: float | None = None
     fingerprint: Fingerprint | None = None

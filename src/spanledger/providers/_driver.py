@@ -110,8 +110,14 @@ def _failure_fields(exc: BaseException) -> dict[str, Any]:
             "status_code": exc.status_code,
             "retry_after": exc.retry_after,
             "fingerprint": exc.fingerprint,
+            "error_message": str(exc),
         }
-    return {"error_category": ErrorCategory.UNAVAILABLE, "error_type": type(exc).__name__}
+    name = type(exc).__name__
+    return {
+        "error_category": ErrorCategory.UNAVAILABLE,
+        "error_type": name,
+        "error_message": f"call ended by {name}",
+    }
 
 
 class _Attempt:
@@ -141,6 +147,8 @@ class _Attempt:
                     model=mapping.model,
                     request_id=self.request_id,
                     started_at=self.started_at,
+                    server_address=mapping.server_address,
+                    server_port=mapping.server_port,
                 )
             )
 

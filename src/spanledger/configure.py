@@ -1,0 +1,177 @@
+"""``spanledger.configure()``: wire the exporters a deployment asks for, from the environment.
+
+Explicit arguments win over the environment. Nothing is installed globally in OpenTelemetry:
+the tracer and meter providers built here are private to spanledger's recorder, which becomes
+the process default (``set_default_recorder``) unless ``install=False``.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterable, Mapping
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+from spanledger.exporters.console import ConsoleSink
+from spanledger.exporters.jsonl import JsonlSink
+from spanledger.recorder import Recorder, SinkLike, set_default_recorder
+
+if TYPE_CHECKING:
+    from langfuse import Langfuse
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+__all__ = ["configure"]
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def configure(
+    *,
+    events_path: str | PathLike[str] | None = None,
+    otlp_endpoint: str | None = None,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    langfuse: Langfuse | bool | None = None,
+    console: bool | None = None,
+    capture_payload: bool = False,
+    sinks: Iterable[SinkLike] = (),
+    install: bool = True,
+    environ: Mapping[str, str] | None = None,
+) -> Recorder:
+    """Build a recorder from arguments and the environment, and make it the process default.
+
+    - ``events_path`` / ``SPANLEDGER_EVENTS``: the JSONL event log.
+    - ``tracer_provider`` / ``meter_provider``: render spans and metrics through these; else an
+      OTLP endpoint (``otlp_endpoint``, or the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+      ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and the other ``OTEL_EXPORTER_OTLP_*`` variables)
+      gets spans and metrics over OTLP/HTTP (``OTEL_METRICS_EXPORTER=none`` turns metrics off).
+    - ``langfuse``: a client, or ``LANGFUSE_PUBLIC_KEY`` + ``LANGFUSE_SECRET_KEY`` (+
+      ``LANGFUSE_HOST``) to build one; ``False`` turns Langfuse off.
+    - ``console`` / ``SPANLEDGER_CONSOLE=1``: one line per call on standard error.
+    """
+    env = os.environ if environ is None else environ
+    chosen: list[SinkLike] = list(sinks)
+
+    path = events_path if events_path is not None else env.get("SPANLEDGER_EVENTS") or None
+    if path is not None:
+        chosen.append(JsonlSink(path))
+
+    if tracer_provider is not None or meter_provider is not None:
+        from spanledger.exporters.otel import OtelExporter
+
+        chosen.append(
+            OtelExporter(
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
+                capture_payload=capture_payload,
+            )
+        )
+    elif (
+        otlp_endpoint
+        or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    ):
+        chosen.append(_otlp_exporter(otlp_endpoint, env, capture_payload))
+
+    if langfuse is not None and langfuse is not True and langfuse is not False:
+        from spanledger.exporters.langfuse import LangfuseExporter
+
+        chosen.append(LangfuseExporter(langfuse, capture_payload=capture_payload))
+    elif (
+        langfuse is not False and env.get("LANGFUSE_PUBLIC_KEY") and env.get("LANGFUSE_SECRET_KEY")
+    ):
+        chosen.append(_langfuse_exporter(env, capture_payload))
+
+    wants_console = console if console is not None else env.get("SPANLEDGER_CONSOLE", "") in _TRUE
+    if wants_console:
+        chosen.append(ConsoleSink())
+
+    recorder = Recorder(chosen)
+    if install:
+        set_default_recorder(recorder)
+    return recorder
+
+
+def _missing_extra(extra: str, error: ImportError) -> ImportError:
+    return ImportError(f"install spanledger[{extra}] to use this exporter ({error.name} missing)")
+
+
+def _otlp_exporter(endpoint: str | None, env: Mapping[str, str], capture_payload: bool) -> Any:
+    try:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        from spanledger.exporters.delivery import CountingSpanExporter
+        from spanledger.exporters.otel import OtelExporter
+    except ImportError as error:
+        raise _missing_extra("otel", error) from None
+
+    base = endpoint.rstrip("/") if endpoint else None
+    resource = Resource.create(
+        {} if env.get("OTEL_SERVICE_NAME") else {"service.name": "spanledger"}
+    )
+    spans = CountingSpanExporter(
+        OTLPSpanExporter(endpoint=f"{base}/v1/traces" if base else None), backend="otlp"
+    )
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(BatchSpanProcessor(spans))
+    meter_provider = None
+    if env.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower() != "none":
+        reader = PeriodicExportingMetricReader(
+            OTLPMetricExporter(endpoint=f"{base}/v1/metrics" if base else None)
+        )
+        meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+    return OtelExporter(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        enable_metrics=meter_provider is not None,
+        capture_payload=capture_payload,
+        owned=True,
+        delivery=spans,
+    )
+
+
+def _langfuse_exporter(env: Mapping[str, str], capture_payload: bool) -> Any:
+    try:
+        from langfuse import Langfuse
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace import TracerProvider
+
+        from spanledger.exporters.delivery import CountingSpanExporter
+        from spanledger.exporters.langfuse import LangfuseExporter
+    except ImportError as error:
+        raise _missing_extra("langfuse", error) from None
+
+    public_key, secret_key = env["LANGFUSE_PUBLIC_KEY"], env["LANGFUSE_SECRET_KEY"]
+    host = (
+        env.get("LANGFUSE_BASE_URL") or env.get("LANGFUSE_HOST") or "https://cloud.langfuse.com"
+    ).rstrip("/")
+    credentials = base64.b64encode(f"{public_key}:{secret_key}".encode()).decode("ascii")
+    spans = CountingSpanExporter(
+        OTLPSpanExporter(
+            endpoint=f"{host}/api/public/otel/v1/traces",
+            headers={
+                "Authorization": f"Basic {credentials}",
+                "x-langfuse-public-key": public_key,
+                "x-langfuse-ingestion-version": "4",
+            },
+        ),
+        backend="langfuse",
+    )
+    client = Langfuse(
+        public_key=public_key,
+        secret_key=secret_key,
+        base_url=host,
+        tracer_provider=TracerProvider(),
+        span_exporter=spans,
+    )
+    return LangfuseExporter(
+        client, capture_payload=capture_payload, owns_client=True, delivery=spans
+    )

@@ -1,0 +1,189 @@
+"""Langfuse rendering through the public API of the ``langfuse`` SDK (v3 or later).
+
+Embeddings become ``embedding`` observations. Rerank calls become ``generation`` observations:
+Langfuse tracks usage and cost only on generation and embedding observations, so a
+``retriever`` observation would hide search units and spend from its cost views; the trade-off
+is that reranks are listed among generations (their name, ``rerank {model}``, and the
+``operation`` metadata tell them apart). Usage is sent only when the provider reported it:
+an absent ``usage_details`` is "not reported", never "0 tokens".
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from spanledger.events import (
+    CallStarted,
+    EmbeddingEvent,
+    EmbeddingFailedEvent,
+    Event,
+    RerankEvent,
+    RerankFailedEvent,
+)
+from spanledger.exporters._payload import (
+    DEFAULT_PAYLOAD_CAP,
+    MIN_PAYLOAD_CAP,
+    capped,
+    json_text,
+    payload_fields,
+)
+
+if TYPE_CHECKING:
+    from langfuse import Langfuse
+
+    from spanledger.exporters.delivery import CountingSpanExporter, DeliveryStats
+
+__all__ = ["LangfuseExporter", "observation_fields"]
+
+
+def _observation_type(source: Event | CallStarted) -> str:
+    if isinstance(source, CallStarted):
+        return "embedding" if source.operation == "embeddings" else "generation"
+    return (
+        "embedding" if isinstance(source, EmbeddingEvent | EmbeddingFailedEvent) else "generation"
+    )
+
+
+def _name(source: Event | CallStarted) -> str:
+    return (
+        f"{'embeddings' if _observation_type(source) == 'embedding' else 'rerank'} {source.model}"
+    )
+
+
+def observation_fields(event: Event) -> dict[str, Any]:
+    """The ``update`` arguments for ``event``'s observation, payload excluded."""
+    metadata: dict[str, Any] = {
+        "spanledger_call_id": event.call_id,
+        "provider": event.provider,
+        "operation": "embeddings" if _observation_type(event) == "embedding" else "rerank",
+    }
+    if event.request_id:
+        metadata["request_id"] = event.request_id
+    usage: dict[str, int] = {}
+    if isinstance(event, EmbeddingEvent | EmbeddingFailedEvent):
+        metadata["input_count"] = event.input_count
+        if event.input_type is not None:
+            metadata["input_type"] = event.input_type
+    else:
+        metadata["query_length"] = event.query_length
+        metadata["document_count"] = event.document_count
+        if event.top_k is not None:
+            metadata["top_k"] = event.top_k
+    fields: dict[str, Any] = {"model": event.model}
+    if isinstance(event, EmbeddingEvent | RerankEvent):
+        fields["model"] = event.response_model or event.model
+        if event.response_id is not None:
+            metadata["response_id"] = event.response_id
+        if event.usage is not None and event.usage.input_tokens is not None:
+            usage["input"] = event.usage.input_tokens
+    if isinstance(event, EmbeddingEvent) and event.dimensions is not None:
+        metadata["dimensions"] = event.dimensions
+    if isinstance(event, RerankEvent):
+        metadata["result_count"] = event.result_count
+        if event.usage is not None and event.usage.search_units is not None:
+            usage["search_units"] = event.usage.search_units
+    if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
+        fields["level"] = "ERROR"
+        fields["status_message"] = event.error_category.value
+        metadata["error_type"] = event.error_type
+        metadata["error_message"] = event.error_message
+        if event.status_code is not None:
+            metadata["status_code"] = event.status_code
+    if usage:
+        fields["usage_details"] = usage
+    fields["metadata"] = metadata
+    return fields
+
+
+class LangfuseExporter:
+    """A recorder sink that renders each call as a Langfuse observation.
+
+    ``client`` defaults to ``langfuse.get_client()``. ``capture_payload=True`` sends inputs,
+    the query and documents as the observation input and rerank results as its output (never
+    vectors); each is capped at ``payload_cap`` bytes of JSON.
+    """
+
+    def __init__(
+        self,
+        client: Langfuse | None = None,
+        *,
+        capture_payload: bool = False,
+        payload_cap: int = DEFAULT_PAYLOAD_CAP,
+        owns_client: bool = False,
+        delivery: CountingSpanExporter | None = None,
+    ) -> None:
+        if payload_cap < MIN_PAYLOAD_CAP:
+            raise ValueError(f"payload_cap must be at least {MIN_PAYLOAD_CAP} bytes")
+        if client is None:
+            from langfuse import get_client
+
+            client = get_client()
+        self.client = client
+        self.capture_payload = capture_payload
+        self.payload_cap = payload_cap
+        self._owns_client = owns_client
+        self._delivery = delivery
+        self._live: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _start(self, source: Event | CallStarted) -> Any:
+        return self.client.start_observation(  # type: ignore[call-overload]
+            name=_name(source),
+            as_type=_observation_type(source),
+            model=source.model,
+        )
+
+    def call_started(self, started: CallStarted) -> None:
+        """Open the call's observation so its timing covers the real call."""
+        observation = self._start(started)
+        with self._lock:
+            self._live[started.call_id] = observation
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            observation = self._live.pop(event.call_id, None)
+        if observation is None:
+            observation = self._start(event)
+        try:
+            observation.update(**observation_fields(event), **self._payload(event))
+        finally:
+            observation.end()
+
+    def _payload(self, event: Event) -> dict[str, Any]:
+        if not self.capture_payload:
+            return {}
+        fields = payload_fields(event)
+        rendered: dict[str, Any] = {}
+        if isinstance(event, EmbeddingEvent | EmbeddingFailedEvent):
+            if "inputs" in fields:
+                rendered["input"] = self._fit(fields["inputs"])
+        else:
+            request = {key: fields[key] for key in ("query", "documents") if key in fields}
+            if request:
+                rendered["input"] = self._fit(request)
+            if "results" in fields:
+                rendered["output"] = self._fit(fields["results"])
+        return rendered
+
+    def _fit(self, value: object) -> object:
+        text = json_text(value)
+        return (
+            value
+            if len(text.encode("utf-8", "surrogatepass")) <= self.payload_cap
+            else (capped(text, self.payload_cap))
+        )
+
+    @property
+    def delivery(self) -> DeliveryStats | None:
+        """Spans Langfuse accepted and lost, when this exporter's pipeline is counted."""
+        return self._delivery.stats if self._delivery is not None else None
+
+    def flush(self) -> None:
+        self.client.flush()
+
+    def shutdown(self) -> None:
+        if self._owns_client:
+            self.client.shutdown()
+        else:
+            self.client.flush()

@@ -1,0 +1,307 @@
+"""OpenTelemetry rendering: one CLIENT span per call, and GenAI metrics.
+
+Spans follow the OTel GenAI conventions: ``embeddings {model}`` with
+``gen_ai.operation.name=embeddings``; rerank has no upstream convention yet, so it is
+``rerank {model}`` with ``gen_ai.operation.name=rerank`` and spanledger's own attributes for what
+the convention lacks. A figure the provider did not report is absent, never ``0``.
+
+The span is live while the call runs (it starts on the recorder's start notice and is current
+until the call ends), so it parents under the caller's span and HTTP client spans nest under it.
+Only the ``opentelemetry-api`` is needed here; the SDK and exporters are the application's.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from spanledger.events import (
+    CallStarted,
+    EmbeddingEvent,
+    EmbeddingFailedEvent,
+    Event,
+    RerankEvent,
+    RerankFailedEvent,
+)
+from spanledger.exporters._payload import (
+    DEFAULT_PAYLOAD_CAP,
+    MIN_PAYLOAD_CAP,
+    capped,
+    json_text,
+    payload_fields,
+)
+
+if TYPE_CHECKING:
+    from spanledger.exporters.delivery import CountingSpanExporter, DeliveryStats
+
+__all__ = ["DURATION_BUCKETS", "TOKEN_BUCKETS", "OtelExporter", "latest_semconv_requested"]
+
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+                    40.96, 81.92)  # fmt: skip
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
+                 16777216, 67108864)  # fmt: skip
+
+_SCOPE = "spanledger"
+_PAYLOAD_ATTRIBUTES = {
+    "inputs": "spanledger.embedding.inputs",
+    "query": "spanledger.rerank.query",
+    "documents": "spanledger.rerank.documents",
+    "results": "spanledger.rerank.results",
+    "request_extras": "spanledger.request.extras",
+}
+
+
+def latest_semconv_requested(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``OTEL_SEMCONV_STABILITY_OPT_IN`` asks for the latest experimental GenAI names."""
+    value = (environ if environ is not None else os.environ).get(
+        "OTEL_SEMCONV_STABILITY_OPT_IN", ""
+    )
+    return "gen_ai_latest_experimental" in {part.strip() for part in value.split(",")}
+
+
+def _ns(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000_000)
+
+
+def _operation(event: Event | CallStarted) -> str:
+    if isinstance(event, CallStarted):
+        return event.operation
+    return "embeddings" if isinstance(event, EmbeddingEvent | EmbeddingFailedEvent) else "rerank"
+
+
+def _identity(source: Event | CallStarted) -> dict[str, Any]:
+    """Attributes known when the call starts (the sampling-relevant ones among them)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": _operation(source),
+        "gen_ai.provider.name": source.provider,
+        "gen_ai.request.model": source.model,
+        "spanledger.call_id": source.call_id,
+    }
+    if source.server_address:
+        attributes["server.address"] = source.server_address
+        if source.server_port is not None:
+            attributes["server.port"] = source.server_port
+    if source.request_id:
+        attributes["spanledger.request_id"] = source.request_id
+    return attributes
+
+
+def span_attributes(event: Event) -> dict[str, Any]:
+    """Every attribute the span gets for ``event``, payload excluded."""
+    attributes = _identity(event)
+    if isinstance(event, EmbeddingEvent | EmbeddingFailedEvent):
+        attributes["spanledger.embedding.input_count"] = event.input_count
+        if event.input_type is not None:
+            attributes["spanledger.embedding.input_type"] = event.input_type
+    else:
+        attributes["spanledger.rerank.query_length"] = event.query_length
+        attributes["spanledger.rerank.document_count"] = event.document_count
+        if event.top_k is not None:
+            attributes["gen_ai.request.top_k"] = event.top_k
+    if isinstance(event, EmbeddingEvent | RerankEvent):
+        if event.response_model is not None:
+            attributes["gen_ai.response.model"] = event.response_model
+        if event.response_id is not None:
+            attributes["gen_ai.response.id"] = event.response_id
+        if event.usage is not None and event.usage.input_tokens is not None:
+            attributes["gen_ai.usage.input_tokens"] = event.usage.input_tokens
+    if isinstance(event, EmbeddingEvent) and event.dimensions is not None:
+        attributes["gen_ai.embeddings.dimension.count"] = event.dimensions
+    if isinstance(event, RerankEvent):
+        attributes["spanledger.rerank.result_count"] = event.result_count
+        if event.usage is not None and event.usage.search_units is not None:
+            attributes["spanledger.usage.search_units"] = event.usage.search_units
+    if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
+        attributes["error.type"] = event.error_category.value
+        if event.error_type:
+            attributes["spanledger.error.type"] = event.error_type
+        if event.status_code is not None:
+            attributes["http.response.status_code"] = event.status_code
+        if event.retry_after is not None:
+            attributes["spanledger.error.retry_after"] = event.retry_after
+    return attributes
+
+
+class _Instruments:
+    """The metric instruments, created once per exporter."""
+
+    def __init__(self, meter: metrics.Meter, *, latest: bool) -> None:
+        self.duration = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="Duration of GenAI client operations.",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.tokens = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Tokens the provider reported for GenAI client operations.",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self.embedding_duration = self.duration
+        self.embedding_tokens = self.tokens
+        if latest:
+            self.embedding_duration = meter.create_histogram(
+                "gen_ai.client.embeddings.duration",
+                unit="s",
+                description="Duration of GenAI embeddings operations.",
+                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            )
+            self.embedding_tokens = meter.create_histogram(
+                "gen_ai.client.embeddings.operation.input_tokens",
+                unit="{token}",
+                description="Input tokens the provider billed for embeddings operations.",
+                explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+            )
+        self.latest = latest
+        self.search_units = meter.create_counter(
+            "spanledger.rerank.search_units",
+            unit="{search_unit}",
+            description="Search units the provider reported for rerank calls.",
+        )
+
+    def record(self, event: Event) -> None:
+        is_embedding = isinstance(event, EmbeddingEvent | EmbeddingFailedEvent)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": _operation(event),
+            "gen_ai.provider.name": event.provider,
+            "gen_ai.request.model": event.model,
+        }
+        if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
+            attributes["error.type"] = event.error_category.value
+        duration = self.embedding_duration if is_embedding else self.duration
+        duration.record(event.latency_ms / 1000.0, attributes)
+        if not isinstance(event, EmbeddingEvent | RerankEvent) or event.usage is None:
+            return
+        if event.usage.input_tokens is not None:
+            tokens = self.embedding_tokens if is_embedding else self.tokens
+            token_attributes = attributes
+            if tokens is self.tokens:
+                token_attributes = {**attributes, "gen_ai.token.type": "input"}
+            tokens.record(event.usage.input_tokens, token_attributes)
+        if isinstance(event, RerankEvent) and event.usage.search_units is not None:
+            self.search_units.add(event.usage.search_units, attributes)
+
+
+class OtelExporter:
+    """A recorder sink that renders each call as an OTel span and records GenAI metrics.
+
+    ``tracer_provider`` / ``meter_provider`` default to the application's global ones; the
+    exporter never installs a provider. ``capture_payload=True`` adds inputs, query, documents,
+    results and extras as JSON attributes of at most ``payload_cap`` bytes each (never vectors).
+    ``semconv_latest`` defaults to ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``.
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        capture_payload: bool = False,
+        payload_cap: int = DEFAULT_PAYLOAD_CAP,
+        enable_metrics: bool = True,
+        semconv_latest: bool | None = None,
+        owned: bool = False,
+        delivery: CountingSpanExporter | None = None,
+    ) -> None:
+        if payload_cap < MIN_PAYLOAD_CAP:
+            raise ValueError(f"payload_cap must be at least {MIN_PAYLOAD_CAP} bytes")
+        from spanledger import __version__
+
+        provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+        self._tracer = provider.get_tracer(_SCOPE, __version__)
+        self._providers: list[object] = [provider]
+        self._instruments: _Instruments | None = None
+        if enable_metrics:
+            meters = meter_provider if meter_provider is not None else metrics.get_meter_provider()
+            latest = latest_semconv_requested() if semconv_latest is None else semconv_latest
+            self._instruments = _Instruments(meters.get_meter(_SCOPE, __version__), latest=latest)
+            self._providers.append(meters)
+        self._owned = owned
+        self._delivery = delivery
+        self.capture_payload = capture_payload
+        self.payload_cap = payload_cap
+        self._live: dict[str, tuple[Span, object]] = {}
+        self._lock = threading.Lock()
+
+    def call_started(self, started: CallStarted) -> None:
+        """Open the call's span and make it current for the rest of the call."""
+        span = self._tracer.start_span(
+            f"{started.operation} {started.model}",
+            kind=SpanKind.CLIENT,
+            attributes=_identity(started),
+            start_time=_ns(started.started_at),
+        )
+        token = otel_context.attach(trace.set_span_in_context(span))
+        with self._lock:
+            self._live[started.call_id] = (span, token)
+
+    def emit(self, event: Event) -> None:
+        """Finish the call's span (or render it whole, for an event with no start notice)."""
+        with self._lock:
+            live = self._live.pop(event.call_id, None)
+        if live is not None:
+            span, token = live
+            otel_context.detach(token)  # type: ignore[arg-type]
+            end_time = None
+        else:
+            span = self._tracer.start_span(
+                f"{_operation(event)} {event.model}",
+                kind=SpanKind.CLIENT,
+                start_time=_ns(event.started_at),
+            )
+            end_time = _ns(event.started_at) + int(event.latency_ms * 1_000_000)
+        try:
+            self._render(span, event)
+        finally:
+            span.end(end_time=end_time)
+        if self._instruments is not None:
+            self._instruments.record(event)
+
+    def _render(self, span: Span, event: Event) -> None:
+        span.set_attributes(span_attributes(event))
+        if self.capture_payload:
+            for name, value in payload_fields(event).items():
+                span.set_attribute(
+                    _PAYLOAD_ATTRIBUTES[name], capped(json_text(value), self.payload_cap)
+                )
+        if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
+            span.set_status(Status(StatusCode.ERROR, event.error_category.value))
+            span.add_event(
+                "exception",
+                {
+                    "exception.type": "spanledger.ProviderError",
+                    "exception.message": event.error_message or event.error_category.value,
+                },
+            )
+        else:
+            span.set_status(Status(StatusCode.OK))
+
+    @property
+    def delivery(self) -> DeliveryStats | None:
+        """Spans the backend accepted and lost, when this exporter's pipeline is counted."""
+        return self._delivery.stats if self._delivery is not None else None
+
+    def flush(self) -> None:
+        """Push queued spans and metrics out through the providers that support it."""
+        for provider in self._providers:
+            force_flush = getattr(provider, "force_flush", None)
+            if callable(force_flush):
+                force_flush()
+
+    def shutdown(self) -> None:
+        """Flush; shut the providers down too if this exporter created them."""
+        if not self._owned:
+            self.flush()
+            return
+        for provider in self._providers:
+            stop = getattr(provider, "shutdown", None)
+            if callable(stop):
+                stop()
