@@ -93,9 +93,10 @@ def _identity(source: Event | CallStarted) -> dict[str, Any]:
     return attributes
 
 
-def span_attributes(event: Event) -> dict[str, Any]:
-    """Every attribute the span gets for ``event``, payload excluded."""
-    attributes = _identity(event)
+def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, Any]:
+    """Every attribute the span gets for ``event``, payload excluded (``with_identity=False``
+    leaves out those already set when the span was opened)."""
+    attributes = _identity(event) if with_identity else {}
     if isinstance(event, EmbeddingEvent | EmbeddingFailedEvent):
         attributes["spanledger.embedding.input_count"] = event.input_count
         if event.input_type is not None:
@@ -161,33 +162,48 @@ class _Instruments:
                 explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
             )
         self.latest = latest
+        self._attribute_cache: dict[tuple[str, str, str, str | None, bool], dict[str, Any]] = {}
         self.search_units = meter.create_counter(
             "spanledger.rerank.search_units",
             unit="{search_unit}",
             description="Search units the provider reported for rerank calls.",
         )
 
+    def _attributes(self, event: Event, tokens: bool) -> dict[str, Any]:
+        """Low-cardinality metric attributes, built once per distinct combination."""
+        error = (
+            event.error_category.value
+            if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent)
+            else None
+        )
+        operation = _operation(event)
+        key = (operation, event.provider, event.model, error, tokens)
+        cached = self._attribute_cache.get(key)
+        if cached is None:
+            cached = {
+                "gen_ai.operation.name": operation,
+                "gen_ai.provider.name": event.provider,
+                "gen_ai.request.model": event.model,
+            }
+            if error is not None:
+                cached["error.type"] = error
+            if tokens and not (self.latest and operation == "embeddings"):
+                cached["gen_ai.token.type"] = "input"
+            if len(self._attribute_cache) < 10_000:
+                self._attribute_cache[key] = cached
+        return cached
+
     def record(self, event: Event) -> None:
         is_embedding = isinstance(event, EmbeddingEvent | EmbeddingFailedEvent)
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": _operation(event),
-            "gen_ai.provider.name": event.provider,
-            "gen_ai.request.model": event.model,
-        }
-        if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
-            attributes["error.type"] = event.error_category.value
         duration = self.embedding_duration if is_embedding else self.duration
-        duration.record(event.latency_ms / 1000.0, attributes)
+        duration.record(event.latency_ms / 1000.0, self._attributes(event, tokens=False))
         if not isinstance(event, EmbeddingEvent | RerankEvent) or event.usage is None:
             return
         if event.usage.input_tokens is not None:
             tokens = self.embedding_tokens if is_embedding else self.tokens
-            token_attributes = attributes
-            if tokens is self.tokens:
-                token_attributes = {**attributes, "gen_ai.token.type": "input"}
-            tokens.record(event.usage.input_tokens, token_attributes)
+            tokens.record(event.usage.input_tokens, self._attributes(event, tokens=True))
         if isinstance(event, RerankEvent) and event.usage.search_units is not None:
-            self.search_units.add(event.usage.search_units, attributes)
+            self.search_units.add(event.usage.search_units, self._attributes(event, tokens=False))
 
 
 class OtelExporter:
@@ -259,14 +275,14 @@ class OtelExporter:
             )
             end_time = _ns(event.started_at) + int(event.latency_ms * 1_000_000)
         try:
-            self._render(span, event)
+            self._render(span, event, with_identity=live is None)
         finally:
             span.end(end_time=end_time)
         if self._instruments is not None:
             self._instruments.record(event)
 
-    def _render(self, span: Span, event: Event) -> None:
-        span.set_attributes(span_attributes(event))
+    def _render(self, span: Span, event: Event, *, with_identity: bool) -> None:
+        span.set_attributes(span_attributes(event, with_identity=with_identity))
         if self.capture_payload:
             for name, value in payload_fields(event).items():
                 span.set_attribute(

@@ -8,11 +8,11 @@ handed to the recorder before the call returns or raises.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Generator
 from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any, TypeVar
-from uuid import uuid4
 
 import httpx
 import structlog
@@ -136,7 +136,7 @@ class _Attempt:
         self.call_id = ""
         self.request_id: str | None = None
         if self.recorder is not None:
-            self.call_id = uuid4().hex
+            self.call_id = os.urandom(16).hex()
             scope = current_request()
             self.request_id = scope.request_id if scope is not None else None
             self.recorder.call_started(
