@@ -165,13 +165,18 @@ def _langfuse_exporter(env: Mapping[str, str], capture_payload: bool) -> Any:
         ),
         backend="langfuse",
     )
+    tracer_provider = TracerProvider()
     client = Langfuse(
         public_key=public_key,
         secret_key=secret_key,
         base_url=host,
-        tracer_provider=TracerProvider(),
+        tracer_provider=tracer_provider,
         span_exporter=spans,
     )
     return LangfuseExporter(
-        client, capture_payload=capture_payload, owns_client=True, delivery=spans
+        client,
+        capture_payload=capture_payload,
+        owns_client=True,
+        delivery=spans,
+        tracer_provider=tracer_provider,
     )

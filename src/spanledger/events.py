@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from spanledger.costs import CostLine
 from spanledger.errors import ErrorCategory, Fingerprint
 
 __all__ = [
@@ -175,6 +176,7 @@ class _CallEvent(_Record):
     request_params: dict[str, Any] = Field(default_factory=dict)
     server_address: str | None = None
     server_port: int | None = None
+    cost: CostLine | None = None
     request_extras: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
 
 
@@ -215,9 +217,14 @@ class EmbeddingEvent(_EmbeddingCall, _Succeeded):
 
 
 class EmbeddingFailedEvent(_EmbeddingCall, _Failed):
-    """An embedding call that raised a ``ProviderError``."""
+    """An embedding call that raised a ``ProviderError``.
+
+    ``estimated_usage`` is set only for a call abandoned after sending (a timeout, say), which
+    the provider may have billed; it is an estimate, never a reported figure.
+    """
 
     kind: Literal["embedding_failed"] = "embedding_failed"
+    estimated_usage: EmbeddingUsage | None = None
 
 
 class RerankEvent(_RerankCall, _Succeeded):
@@ -230,9 +237,10 @@ class RerankEvent(_RerankCall, _Succeeded):
 
 
 class RerankFailedEvent(_RerankCall, _Failed):
-    """A rerank call that raised a ``ProviderError``."""
+    """A rerank call that raised a ``ProviderError`` (``estimated_usage`` as for embeddings)."""
 
     kind: Literal["rerank_failed"] = "rerank_failed"
+    estimated_usage: RerankUsage | None = None
 
 
 SuccessEvent = EmbeddingEvent | RerankEvent

@@ -13,12 +13,17 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
+from os import PathLike
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import structlog
 
+from spanledger.costs import CostLine
 from spanledger.events import CallStarted, Event
+
+if TYPE_CHECKING:
+    from spanledger.ledger.prices import PriceTable
 
 __all__ = [
     "Recorder",
@@ -87,12 +92,36 @@ class _SinkSlot:
         self.logged: set[str] = set()
 
 
-class Recorder:
-    """Fans events out to sinks, isolating each sink's failures from the caller."""
+@runtime_checkable
+class Pricer(Protocol):
+    """Anything that prices an event (``spanledger.ledger.Ledger``)."""
 
-    def __init__(self, sinks: Iterable[SinkLike] = ()) -> None:
+    def price(self, event: Event) -> CostLine: ...
+
+
+class Recorder:
+    """Fans events out to sinks, isolating each sink's failures from the caller.
+
+    With ``prices`` (a ``PriceTable``, a path to one, or a ``Ledger``) every event is priced
+    as it is emitted: sinks receive it with its ``cost`` line.
+    """
+
+    def __init__(
+        self,
+        sinks: Iterable[SinkLike] = (),
+        *,
+        prices: Pricer | PriceTable | str | PathLike[str] | None = None,
+    ) -> None:
         self._slots = tuple(_SinkSlot(sink, i) for i, sink in enumerate(sinks))
         self._lock = threading.Lock()
+        self.ledger: Pricer | None = None
+        if isinstance(prices, Pricer):
+            self.ledger = prices
+        elif prices is not None:
+            from spanledger.ledger.pricing import Ledger
+
+            self.ledger = Ledger(prices)
+        self._pricing_failures = 0
 
     @property
     def sinks(self) -> tuple[SinkLike, ...]:
@@ -128,7 +157,10 @@ class Recorder:
                 self._count_failure(slot, exc, "call_started")
 
     def emit(self, event: Event) -> None:
-        """Deliver a finished call's event to the request scope and every sink."""
+        """Price the event (when a ledger is set), then deliver it to the request scope and
+        every sink."""
+        if self.ledger is not None and event.cost is None:
+            event = self._priced(event)
         scope = _current_scope.get()
         if scope is not None:
             scope.add(event)
@@ -140,6 +172,25 @@ class Recorder:
             else:
                 with self._lock:
                     slot.stats.delivered += 1
+
+    def _priced(self, event: Event) -> Event:
+        assert self.ledger is not None
+        try:
+            return event.model_copy(update={"cost": self.ledger.price(event)})
+        except Exception as exc:
+            with self._lock:
+                self._pricing_failures += 1
+                first = self._pricing_failures == 1
+            if first:
+                with contextlib.suppress(Exception):
+                    _log.warning("pricing_failed", error_type=type(exc).__name__)
+            return event
+
+    @property
+    def pricing_failures(self) -> int:
+        """Events that reached the sinks unpriced because the ledger raised."""
+        with self._lock:
+            return self._pricing_failures
 
     def flush(self) -> None:
         """Ask every sink that can to write out what it holds."""

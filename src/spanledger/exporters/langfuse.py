@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from spanledger.costs import CostStatus
 from spanledger.events import (
     CallStarted,
     EmbeddingEvent,
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from spanledger.exporters.delivery import CountingSpanExporter, DeliveryStats
 
 __all__ = ["LangfuseExporter", "observation_fields"]
+
+_CHARGED = frozenset({CostStatus.PRICED, CostStatus.ESTIMATED})
 
 
 def _observation_type(source: Event | CallStarted) -> str:
@@ -92,6 +95,13 @@ def observation_fields(event: Event) -> dict[str, Any]:
             metadata["status_code"] = event.status_code
     if usage:
         fields["usage_details"] = usage
+    if event.cost is not None:
+        metadata["cost_status"] = event.cost.status.value
+        if event.cost.code is not None:
+            metadata["cost_reason"] = event.cost.code.value
+        if event.cost.amount is not None and event.cost.status in _CHARGED:
+            fields["cost_details"] = {"total": float(event.cost.amount)}
+            metadata["cost_currency"] = event.cost.currency
     fields["metadata"] = metadata
     return fields
 
@@ -112,6 +122,7 @@ class LangfuseExporter:
         payload_cap: int = DEFAULT_PAYLOAD_CAP,
         owns_client: bool = False,
         delivery: CountingSpanExporter | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         if payload_cap < MIN_PAYLOAD_CAP:
             raise ValueError(f"payload_cap must be at least {MIN_PAYLOAD_CAP} bytes")
@@ -124,6 +135,7 @@ class LangfuseExporter:
         self.payload_cap = payload_cap
         self._owns_client = owns_client
         self._delivery = delivery
+        self._tracer_provider = tracer_provider
         self._live: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -183,7 +195,9 @@ class LangfuseExporter:
         self.client.flush()
 
     def shutdown(self) -> None:
+        """Flush; if this exporter built the client, release it and its tracer provider."""
+        self.client.flush()
         if self._owns_client:
             self.client.shutdown()
-        else:
-            self.client.flush()
+            if self._tracer_provider is not None:
+                self._tracer_provider.shutdown()

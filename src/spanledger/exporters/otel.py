@@ -22,6 +22,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from spanledger.costs import CostLine, CostStatus
 from spanledger.events import (
     CallStarted,
     EmbeddingEvent,
@@ -49,6 +50,8 @@ TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4
                  16777216, 67108864)  # fmt: skip
 
 _SCOPE = "spanledger"
+_CHARGED = frozenset({CostStatus.PRICED, CostStatus.ESTIMATED})
+_UNPRICED = frozenset({CostStatus.UNPRICED, CostStatus.UNMETERED})
 _PAYLOAD_ATTRIBUTES = {
     "inputs": "spanledger.embedding.inputs",
     "query": "spanledger.rerank.query",
@@ -119,6 +122,8 @@ def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, An
         attributes["spanledger.rerank.result_count"] = event.result_count
         if event.usage is not None and event.usage.search_units is not None:
             attributes["spanledger.usage.search_units"] = event.usage.search_units
+    if event.cost is not None:
+        attributes.update(cost_attributes(event.cost))
     if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
         attributes["error.type"] = event.error_category.value
         if event.error_type:
@@ -127,6 +132,18 @@ def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, An
             attributes["http.response.status_code"] = event.status_code
         if event.retry_after is not None:
             attributes["spanledger.error.retry_after"] = event.retry_after
+    return attributes
+
+
+def cost_attributes(line: CostLine) -> dict[str, Any]:
+    """``gen_ai.usage.cost`` only when the amount is known and was charged; the status always."""
+    attributes: dict[str, Any] = {"spanledger.cost.status": line.status.value}
+    if line.amount is not None and line.status in _CHARGED:
+        attributes["gen_ai.usage.cost"] = float(line.amount)
+        if line.currency:
+            attributes["spanledger.cost.currency"] = line.currency
+    if line.code is not None and line.status in _UNPRICED:
+        attributes["spanledger.cost.reason"] = line.code.value
     return attributes
 
 
@@ -168,6 +185,31 @@ class _Instruments:
             unit="{search_unit}",
             description="Search units the provider reported for rerank calls.",
         )
+        self.cost = meter.create_counter(
+            "spanledger.cost",
+            unit="1",
+            description="Spend on priced and estimated calls, in the price table's currency.",
+        )
+        self.unpriced = meter.create_counter(
+            "spanledger.cost.unpriced",
+            unit="{call}",
+            description="Calls whose usage could not be priced (unpriced or unmetered).",
+        )
+
+    def _record_cost(self, event: Event, line: CostLine) -> None:
+        base = {"gen_ai.provider.name": event.provider, "gen_ai.request.model": event.model}
+        if line.status in _CHARGED and line.amount is not None:
+            self.cost.add(
+                float(line.amount),
+                {
+                    **base,
+                    "spanledger.cost.currency": line.currency or "",
+                    "spanledger.cost.status": line.status.value,
+                },
+            )
+        elif line.status in _UNPRICED:
+            reason = line.code.value if line.code is not None else line.status.value
+            self.unpriced.add(1, {**base, "spanledger.cost.reason": reason})
 
     def _attributes(self, event: Event, tokens: bool) -> dict[str, Any]:
         """Low-cardinality metric attributes, built once per distinct combination."""
@@ -197,6 +239,8 @@ class _Instruments:
         is_embedding = isinstance(event, EmbeddingEvent | EmbeddingFailedEvent)
         duration = self.embedding_duration if is_embedding else self.duration
         duration.record(event.latency_ms / 1000.0, self._attributes(event, tokens=False))
+        if event.cost is not None:
+            self._record_cost(event, event.cost)
         if not isinstance(event, EmbeddingEvent | RerankEvent) or event.usage is None:
             return
         if event.usage.input_tokens is not None:

@@ -18,6 +18,11 @@ import httpx
 import structlog
 
 from spanledger.errors import ErrorCategory, ProviderError
+from spanledger.estimates import (
+    ABANDONED_ERROR_TYPES,
+    estimate_embedding_usage,
+    estimate_rerank_usage,
+)
 from spanledger.events import (
     CallStarted,
     EmbeddingEvent,
@@ -226,6 +231,9 @@ class EmbedAttempt(_Attempt):
                 input_count=len(call.inputs) if call else _safe_len(inputs),
                 input_type=call.input_type if call else _safe_str(input_type),
                 inputs=call.inputs if call else None,
+                estimated_usage=estimate_embedding_usage(self.mapping.billing, call.inputs)
+                if call and _abandoned(exc)
+                else None,
                 **_failure_fields(exc),
             )
         )
@@ -285,9 +293,20 @@ class RerankAttempt(_Attempt):
                 top_k=call.top_k if call else (top_k if type(top_k) is int and top_k > 0 else None),
                 query=call.query if call else None,
                 documents=call.documents if call else None,
+                estimated_usage=estimate_rerank_usage(
+                    self.mapping.billing, call.query, call.documents
+                )
+                if call and _abandoned(exc)
+                else None,
                 **_failure_fields(exc),
             )
         )
+
+
+def _abandoned(exc: BaseException) -> bool:
+    """Whether the call failed after its request left (so the provider may have billed it)."""
+    name = exc.error_type if isinstance(exc, ProviderError) else type(exc).__name__
+    return name in ABANDONED_ERROR_TYPES
 
 
 def _utf8_length(text: str) -> int:

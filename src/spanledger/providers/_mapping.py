@@ -108,6 +108,8 @@ class _Mapping(ABC):
     api_key_env: ClassVar[str | None] = None
     default_chunk_size: ClassVar[int | None] = None
     status_overrides: ClassVar[dict[int, ErrorCategory]] = {}
+    billing: ClassVar[str | None] = "tokens"
+    """What the vendor bills this endpoint by: ``tokens``, ``search_units`` or nothing."""
 
     def __init__(
         self,

@@ -67,6 +67,10 @@ class _Provider:
         """The endpoint this instance posts to."""
         return self._mapping.url
 
+    def _call_timeout(self, timeout: Timeout) -> Timeout:
+        """A per-call ``timeout`` overrides the instance's."""
+        return timeout if timeout is not None else self._timeout
+
     def _current_recorder(self) -> Recorder:
         return self._recorder if self._recorder is not None else get_recorder()
 
@@ -152,15 +156,19 @@ class EmbeddingProvider(_Provider):
         input_type: str | None = None,
         dimensions: int | None = None,
         extras: Mapping[str, Any] | None = None,
+        timeout: Timeout = None,
     ) -> EmbeddingResponse:
-        """Embed ``inputs``; raises ``ProviderError`` on any failure, never retries."""
+        """Embed ``inputs``; raises ``ProviderError`` on any failure, never retries.
+
+        ``timeout`` (seconds or an ``httpx.Timeout``) overrides the instance's for this call.
+        """
         client = self._sync_client()
         attempt = EmbedAttempt(
             self._current_recorder(), self._mapping, (inputs, input_type, dimensions, extras)
         )
         try:
             flow = embedding_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
-            outcome = drive_sync(flow, client, self._timeout)
+            outcome = drive_sync(flow, client, self._call_timeout(timeout))
         except BaseException as exc:
             attempt.failed(exc)
             raise
@@ -173,6 +181,7 @@ class EmbeddingProvider(_Provider):
         input_type: str | None = None,
         dimensions: int | None = None,
         extras: Mapping[str, Any] | None = None,
+        timeout: Timeout = None,
     ) -> EmbeddingResponse:
         """The async twin of ``embed``."""
         client = self._async_http()
@@ -181,7 +190,7 @@ class EmbeddingProvider(_Provider):
         )
         try:
             flow = embedding_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
-            outcome = await drive_async(flow, client, self._timeout)
+            outcome = await drive_async(flow, client, self._call_timeout(timeout))
         except BaseException as exc:
             attempt.failed(exc)
             raise
@@ -201,6 +210,7 @@ class RerankProvider(_Provider):
         top_k: int | None = None,
         return_documents: bool | None = None,
         extras: Mapping[str, Any] | None = None,
+        timeout: Timeout = None,
     ) -> RerankResponse:
         """Rerank ``documents`` for ``query``. ``return_documents`` unset means ``False``."""
         client = self._sync_client()
@@ -211,7 +221,7 @@ class RerankProvider(_Provider):
         )
         try:
             flow = rerank_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
-            outcome = drive_sync(flow, client, self._timeout)
+            outcome = drive_sync(flow, client, self._call_timeout(timeout))
         except BaseException as exc:
             attempt.failed(exc)
             raise
@@ -225,6 +235,7 @@ class RerankProvider(_Provider):
         top_k: int | None = None,
         return_documents: bool | None = None,
         extras: Mapping[str, Any] | None = None,
+        timeout: Timeout = None,
     ) -> RerankResponse:
         """The async twin of ``rerank``."""
         client = self._async_http()
@@ -235,7 +246,7 @@ class RerankProvider(_Provider):
         )
         try:
             flow = rerank_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
-            outcome = await drive_async(flow, client, self._timeout)
+            outcome = await drive_async(flow, client, self._call_timeout(timeout))
         except BaseException as exc:
             attempt.failed(exc)
             raise

@@ -99,6 +99,7 @@ class CohereRerankMapping(RerankMapping):
 
     provider = "cohere"
     route = "/v2/rerank"
+    billing = "search_units"
     default_base_url = "https://api.cohere.com"
     api_key_env = "CO_API_KEY"
 

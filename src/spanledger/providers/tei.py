@@ -54,6 +54,7 @@ class TEIEmbeddingMapping(EmbeddingMapping):
 
     provider = "tei"
     route = "/embed"
+    billing = None
     default_chunk_size = 32
     status_overrides = _STATUS
 
@@ -116,6 +117,7 @@ class TEIRerankMapping(RerankMapping):
 
     provider = "tei"
     route = "/rerank"
+    billing = None
     default_chunk_size = 32
     status_overrides = _STATUS
     client_side_top_k = True

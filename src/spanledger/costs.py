@@ -1,0 +1,55 @@
+"""Cost records: what one call or attempt cost, or why that cannot be said.
+
+``amount`` is a ``Decimal`` or ``None``; ``None`` means unknown, never free. A cost line is
+``priced`` (every used dimension had a rate), ``estimated`` (priced from usage reconstructed
+for an attempt abandoned after sending), ``unpriced`` (no entry, an ambiguous entry, or a
+missing rate), ``unmetered`` (the provider reported no usage; only a per-request rate can be
+charged) or ``not_billed`` (the call failed before the provider could bill it).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["CostCode", "CostLine", "CostStatus"]
+
+
+class CostStatus(StrEnum):
+    PRICED = "priced"
+    ESTIMATED = "estimated"
+    UNPRICED = "unpriced"
+    UNMETERED = "unmetered"
+    NOT_BILLED = "not_billed"
+
+
+class CostCode(StrEnum):
+    """A short, low-cardinality reason code, fit for a metric attribute."""
+
+    NO_PRICE_ENTRY = "no_price_entry"
+    AMBIGUOUS_PRICE = "ambiguous_price"
+    MISSING_RATE = "missing_rate"
+    USAGE_NOT_REPORTED = "usage_not_reported"
+    FAILED_UNBILLED = "failed_unbilled"
+    NOT_ATTEMPTED = "not_attempted"
+
+
+class CostLine(BaseModel):
+    """The cost of one call; ``reason`` says which rate or figure is missing, when one is."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: CostStatus
+    amount: Decimal | None = None
+    currency: str | None = None
+    reason: str | None = None
+    code: CostCode | None = None
+    dimensions: dict[str, Decimal] = Field(default_factory=dict)
+    price_entry: str | None = None
+
+    @property
+    def is_known(self) -> bool:
+        """Whether ``amount`` is the whole cost (priced, estimated or not billed)."""
+        return self.status in (CostStatus.PRICED, CostStatus.ESTIMATED, CostStatus.NOT_BILLED)

@@ -1,0 +1,60 @@
+"""Usage estimates for attempts abandoned after sending (a timeout, a cancellation).
+
+The provider may have billed such a call, but no usage came back. The estimate uses an
+accounting unit, ``ceil(utf8_bytes / 4)`` tokens over what was sent, and Cohere's search-unit
+rule (one query with up to 100 documents is one unit). An estimate is never a report: it
+rides on failure events as ``estimated_usage`` and is priced as ``estimated``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from spanledger.events import EmbeddingUsage, RerankUsage
+
+__all__ = [
+    "ABANDONED_ERROR_TYPES",
+    "estimate_embedding_usage",
+    "estimate_rerank_usage",
+    "token_cost",
+]
+
+ABANDONED_ERROR_TYPES = frozenset(
+    {"ReadTimeout", "WriteTimeout", "ReadError", "RemoteProtocolError", "CancelledError"}
+)
+"""Failures after the request left: the provider may have done (and billed) the work."""
+
+_SEARCH_UNIT_DOCUMENTS = 100
+
+
+def token_cost(text: str) -> int:
+    """The accounting unit: ``ceil(utf8_bytes / 4)``."""
+    return math.ceil(len(text.encode("utf-8", "surrogatepass")) / 4)
+
+
+def estimate_embedding_usage(billing: str | None, inputs: Sequence[str]) -> EmbeddingUsage | None:
+    """Estimated input tokens for an abandoned embedding call, if the vendor bills tokens."""
+    if billing != "tokens":
+        return None
+    total = sum(len(text.encode("utf-8", "surrogatepass")) for text in inputs)
+    return EmbeddingUsage(input_tokens=math.ceil(total / 4))
+
+
+def estimate_rerank_usage(
+    billing: str | None, query: str, documents: Sequence[str]
+) -> RerankUsage | None:
+    """Estimated usage for an abandoned rerank call in the vendor's billing unit.
+
+    Tokens: the query is scored with every document, so each pair counts query + document.
+    Search units: ``ceil(documents / 100)`` for the one query.
+    """
+    if billing == "search_units":
+        return RerankUsage(search_units=math.ceil(len(documents) / _SEARCH_UNIT_DOCUMENTS))
+    if billing == "tokens":
+        query_bytes = len(query.encode("utf-8", "surrogatepass"))
+        total = sum(
+            query_bytes + len(document.encode("utf-8", "surrogatepass")) for document in documents
+        )
+        return RerankUsage(input_tokens=math.ceil(total / 4))
+    return None

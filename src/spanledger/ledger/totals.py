@@ -1,0 +1,103 @@
+"""Spend totals grouped by request, provider, model, status and currency.
+
+Memory grows with the number of groups, never with the number of events. Amounts are exact
+``Decimal`` sums; a group whose lines are unpriced or unmetered keeps a count, not a number.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from spanledger.costs import CostLine, CostStatus
+from spanledger.events import EmbeddingEvent, Event, RerankEvent
+
+__all__ = ["GroupKey", "GroupTotal", "Totals"]
+
+
+@dataclass(frozen=True, order=True)
+class GroupKey:
+    request_id: str
+    provider: str
+    model: str
+    status: str
+    currency: str
+
+
+@dataclass
+class GroupTotal:
+    """One group's count, known amount, and billed usage."""
+
+    calls: int = 0
+    amount: Decimal = Decimal(0)
+    input_tokens: int = 0
+    search_units: int = 0
+
+
+class Totals:
+    """A thread-safe accumulator of cost lines."""
+
+    def __init__(self) -> None:
+        self._groups: dict[GroupKey, GroupTotal] = {}
+        self._lock = threading.Lock()
+
+    def add(self, event: Event, line: CostLine) -> None:
+        key = GroupKey(
+            event.request_id or "",
+            event.provider,
+            event.model,
+            line.status.value,
+            line.currency or "",
+        )
+        tokens = units = 0
+        if isinstance(event, EmbeddingEvent | RerankEvent) and event.usage is not None:
+            tokens = event.usage.input_tokens or 0
+            if isinstance(event, RerankEvent):
+                units = event.usage.search_units or 0
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = GroupTotal()
+            group.calls += 1
+            if line.amount is not None:
+                group.amount += line.amount
+            group.input_tokens += tokens
+            group.search_units += units
+
+    def extend(self, priced: Iterable[tuple[Event, CostLine]]) -> None:
+        for event, line in priced:
+            self.add(event, line)
+
+    @property
+    def groups(self) -> dict[GroupKey, GroupTotal]:
+        with self._lock:
+            return {
+                key: GroupTotal(g.calls, g.amount, g.input_tokens, g.search_units)
+                for key, g in self._groups.items()
+            }
+
+    def by(self, *fields: str) -> dict[tuple[str, ...], GroupTotal]:
+        """Roll the groups up by the named ``GroupKey`` fields (e.g. ``"provider", "model"``)."""
+        rolled: dict[tuple[str, ...], GroupTotal] = {}
+        for key, group in self.groups.items():
+            name = tuple(getattr(key, field) for field in fields)
+            total = rolled.setdefault(name, GroupTotal())
+            total.calls += group.calls
+            total.amount += group.amount
+            total.input_tokens += group.input_tokens
+            total.search_units += group.search_units
+        return rolled
+
+    def spend(self, currency: str | None = None) -> dict[str, Decimal]:
+        """Known spend (priced + estimated + not billed) per currency."""
+        known = {CostStatus.PRICED.value, CostStatus.ESTIMATED.value, CostStatus.NOT_BILLED.value}
+        result: dict[str, Decimal] = {}
+        for key, group in self.groups.items():
+            if key.status in known and key.currency and (currency in (None, key.currency)):
+                result[key.currency] = result.get(key.currency, Decimal(0)) + group.amount
+        return result
+
+    def count(self, status: CostStatus) -> int:
+        return sum(group.calls for key, group in self.groups.items() if key.status == status.value)
