@@ -24,6 +24,20 @@ def _parser() -> argparse.ArgumentParser:
         default=Path("spanledger-events.jsonl"),
         help="where to append the JSONL event log (default: ./spanledger-events.jsonl)",
     )
+    report = commands.add_parser("report", help="spend per provider and model from an event log")
+    report.add_argument("events", type=Path, help="a JSONL event log")
+    report.add_argument("--prices", type=Path, help="price table (TOML or JSON) to price with")
+    report.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    prices = commands.add_parser("prices", help="work with price tables")
+    prices_commands = prices.add_subparsers(dest="prices_command", required=True)
+    check = prices_commands.add_parser("check", help="validate a price table")
+    check.add_argument("table", type=Path)
+    check.add_argument(
+        "--stale-days",
+        type=int,
+        default=90,
+        help="report entries whose 'checked' date is older than this (default 90)",
+    )
     return parser
 
 
@@ -33,6 +47,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from spanledger.demo import run_demo
 
         return run_demo(args.events, sys.stdout)
+    if args.command == "report":
+        from spanledger.reporting import run_report
+
+        return run_report(args.events, args.prices, as_json=args.json, out=sys.stdout)
+    if args.command == "prices":
+        from spanledger.reporting import run_prices_check
+
+        return run_prices_check(args.table, stale_days=args.stale_days, out=sys.stdout)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

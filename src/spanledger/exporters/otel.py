@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -69,8 +69,12 @@ def latest_semconv_requested(environ: Mapping[str, str] | None = None) -> bool:
     return "gen_ai_latest_experimental" in {part.strip() for part in value.split(",")}
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _ns(moment: datetime) -> int:
-    return int(moment.timestamp() * 1_000_000_000)
+    """Nanoseconds since the epoch, exact to the microsecond (no float rounding)."""
+    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
 def _operation(event: Event | CallStarted) -> str:

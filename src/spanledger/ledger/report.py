@@ -1,0 +1,127 @@
+"""The spend report over an event log: per provider and model, by cost status."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from spanledger.costs import CostCode, CostLine, CostStatus
+from spanledger.events import EmbeddingEvent, Event, RerankEvent
+from spanledger.ledger.pricing import Ledger
+from spanledger.ledger.totals import Totals
+
+__all__ = ["SpendReport", "build_spend_report"]
+
+_NOT_PRICED = CostLine(
+    status=CostStatus.UNPRICED,
+    code=CostCode.NO_PRICE_ENTRY,
+    reason="no price table was given and the log holds no cost line",
+)
+
+
+@dataclass
+class SpendReport:
+    """What ``spanledger report`` prints, also available as JSON."""
+
+    totals: Totals
+    events: int = 0
+    unpriced_models: dict[tuple[str, str, str], int] = field(default_factory=dict)
+
+    def status_counts(self) -> dict[str, int]:
+        return {status.value: self.totals.count(status) for status in CostStatus}
+
+    def to_json(self) -> dict[str, Any]:
+        rows = []
+        for (provider, model, status, currency), group in sorted(
+            self.totals.by("provider", "model", "status", "currency").items()
+        ):
+            rows.append(
+                {
+                    "provider": provider,
+                    "model": model,
+                    "status": status,
+                    "currency": currency or None,
+                    "calls": group.calls,
+                    "amount": str(group.amount) if status in _AMOUNT_STATUSES else None,
+                    "input_tokens": group.input_tokens,
+                    "search_units": group.search_units,
+                }
+            )
+        return {
+            "events": self.events,
+            "status_counts": self.status_counts(),
+            "spend": {currency: str(amount) for currency, amount in self.totals.spend().items()},
+            "rows": rows,
+            "unpriced_models": [
+                {"provider": p, "model": m, "reason": r, "calls": n}
+                for (p, m, r), n in sorted(self.unpriced_models.items())
+            ],
+        }
+
+    def render(self) -> str:
+        lines = [f"{self.events} calls"]
+        lines.append(
+            "  ".join(f"{status}: {count}" for status, count in self.status_counts().items())
+        )
+        spend = self.totals.spend()
+        lines.append(
+            "known spend: "
+            + (", ".join(f"{amount:f} {currency}" for currency, amount in spend.items()) or "none")
+        )
+        lines.append("")
+        header = f"{'provider':<10} {'model':<36} {'status':<11} {'calls':>6} {'amount':>14} "
+        header += f"{'tokens':>10} {'units':>7}"
+        lines.append(header)
+        for (provider, model, status, currency), group in sorted(
+            self.totals.by("provider", "model", "status", "currency").items()
+        ):
+            amount = (
+                f"{_money(group.amount)} {currency}".strip()
+                if status in _AMOUNT_STATUSES
+                else "unknown"
+            )
+            lines.append(
+                f"{provider:<10} {model:<36} {status:<11} {group.calls:>6} {amount:>14} "
+                f"{group.input_tokens:>10} {group.search_units:>7}"
+            )
+        if self.unpriced_models:
+            lines.append("")
+            lines.append("not priced (add these to the price table):")
+            for (provider, model, reason), calls in sorted(self.unpriced_models.items()):
+                lines.append(f"  {provider}/{model}: {calls} calls ({reason})")
+        return "\n".join(lines)
+
+
+_AMOUNT_STATUSES = {
+    CostStatus.PRICED.value,
+    CostStatus.ESTIMATED.value,
+    CostStatus.NOT_BILLED.value,
+}
+
+
+def _money(amount: Decimal) -> str:
+    return f"{amount.quantize(Decimal('0.000001')):f}" if amount else "0"
+
+
+def build_spend_report(events: Iterable[Event], ledger: Ledger | None = None) -> SpendReport:
+    """Price each event with ``ledger`` (else use the cost line the log recorded) and total."""
+    report = SpendReport(Totals())
+    for event in events:
+        line = ledger.price(event) if ledger is not None else event.cost or _NOT_PRICED
+        report.totals.add(event, line)
+        report.events += 1
+        if line.status in (CostStatus.UNPRICED, CostStatus.UNMETERED):
+            reason = line.code.value if line.code is not None else line.status.value
+            key = (event.provider, event.model, reason)
+            report.unpriced_models[key] = report.unpriced_models.get(key, 0) + 1
+    return report
+
+
+def billed_figures(event: Event) -> tuple[int, int]:
+    """Provider-reported input tokens and search units of an event (0 when not reported)."""
+    if isinstance(event, EmbeddingEvent | RerankEvent) and event.usage is not None:
+        units = event.usage.search_units if isinstance(event, RerankEvent) else None
+        return event.usage.input_tokens or 0, units or 0
+    return 0, 0
