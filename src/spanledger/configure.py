@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from spanledger.exporters.console import ConsoleSink
 from spanledger.exporters.jsonl import JsonlSink
-from spanledger.recorder import Recorder, SinkLike, set_default_recorder
+from spanledger.recorder import Pricer, Recorder, SinkLike, set_default_recorder
 
 if TYPE_CHECKING:
     from langfuse import Langfuse
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
+
+    from spanledger.ledger.prices import PriceTable
 
 __all__ = ["configure"]
 
@@ -34,6 +36,8 @@ def configure(
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
     langfuse: Langfuse | bool | None = None,
+    prices: Pricer | PriceTable | str | PathLike[str] | None = None,
+    prometheus_port: int | None = None,
     console: bool | None = None,
     capture_payload: bool = False,
     sinks: Iterable[SinkLike] = (),
@@ -47,8 +51,11 @@ def configure(
       OTLP endpoint (``otlp_endpoint``, or the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
       ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and the other ``OTEL_EXPORTER_OTLP_*`` variables)
       gets spans and metrics over OTLP/HTTP (``OTEL_METRICS_EXPORTER=none`` turns metrics off).
+    - ``prometheus_port`` / ``SPANLEDGER_PROMETHEUS_PORT`` (+ ``SPANLEDGER_PROMETHEUS_ADDR``,
+      default 127.0.0.1): serve the metrics for Prometheus to scrape (extra ``prometheus``).
     - ``langfuse``: a client, or ``LANGFUSE_PUBLIC_KEY`` + ``LANGFUSE_SECRET_KEY`` (+
       ``LANGFUSE_HOST``) to build one; ``False`` turns Langfuse off.
+    - ``prices`` / ``SPANLEDGER_PRICES``: a price table (or its path) to price every event.
     - ``console`` / ``SPANLEDGER_CONSOLE=1``: one line per call on standard error.
     """
     env = os.environ if environ is None else environ
@@ -68,12 +75,26 @@ def configure(
                 capture_payload=capture_payload,
             )
         )
-    elif (
-        otlp_endpoint
-        or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    ):
-        chosen.append(_otlp_exporter(otlp_endpoint, env, capture_payload))
+    else:
+        otlp = bool(
+            otlp_endpoint
+            or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        )
+        port = prometheus_port
+        if port is None and env.get("SPANLEDGER_PROMETHEUS_PORT"):
+            port = int(env["SPANLEDGER_PROMETHEUS_PORT"])
+        if otlp or port is not None:
+            chosen.append(
+                _built_otel_exporter(
+                    otlp_endpoint if otlp else None,
+                    otlp,
+                    port,
+                    env.get("SPANLEDGER_PROMETHEUS_ADDR") or "127.0.0.1",
+                    env,
+                    capture_payload,
+                )
+            )
 
     if langfuse is not None and langfuse is not True and langfuse is not False:
         from spanledger.exporters.langfuse import LangfuseExporter
@@ -88,7 +109,8 @@ def configure(
     if wants_console:
         chosen.append(ConsoleSink())
 
-    recorder = Recorder(chosen)
+    table = prices if prices is not None else env.get("SPANLEDGER_PRICES") or None
+    recorder = Recorder(chosen, prices=table)
     if install:
         set_default_recorder(recorder)
     return recorder
@@ -98,36 +120,63 @@ def _missing_extra(extra: str, error: ImportError) -> ImportError:
     return ImportError(f"install spanledger[{extra}] to use this exporter ({error.name} missing)")
 
 
-def _otlp_exporter(endpoint: str | None, env: Mapping[str, str], capture_payload: bool) -> Any:
+def _built_otel_exporter(
+    endpoint: str | None,
+    otlp: bool,
+    prometheus_port: int | None,
+    prometheus_addr: str,
+    env: Mapping[str, str],
+    capture_payload: bool,
+) -> Any:
+    """An OtelExporter over providers private to spanledger: OTLP spans and metrics when an
+    endpoint is configured, and a Prometheus scrape endpoint when a port is."""
     try:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        from opentelemetry.sdk.metrics.export import MetricReader
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.trace import NoOpTracerProvider
 
         from spanledger.exporters.delivery import CountingSpanExporter
         from spanledger.exporters.otel import OtelExporter
     except ImportError as error:
         raise _missing_extra("otel", error) from None
 
-    base = endpoint.rstrip("/") if endpoint else None
     resource = Resource.create(
         {} if env.get("OTEL_SERVICE_NAME") else {"service.name": "spanledger"}
     )
-    spans = CountingSpanExporter(
-        OTLPSpanExporter(endpoint=f"{base}/v1/traces" if base else None), backend="otlp"
-    )
-    tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(BatchSpanProcessor(spans))
-    meter_provider = None
-    if env.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower() != "none":
-        reader = PeriodicExportingMetricReader(
-            OTLPMetricExporter(endpoint=f"{base}/v1/metrics" if base else None)
+    base = endpoint.rstrip("/") if endpoint else None
+    readers: list[MetricReader] = []
+    spans = None
+    tracer_provider: Any = NoOpTracerProvider()
+    prometheus = None
+    if otlp:
+        try:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        except ImportError as error:
+            raise _missing_extra("otel", error) from None
+        spans = CountingSpanExporter(
+            OTLPSpanExporter(endpoint=f"{base}/v1/traces" if base else None), backend="otlp"
         )
-        meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+        tracer_provider = TracerProvider(resource=resource)
+        tracer_provider.add_span_processor(BatchSpanProcessor(spans))
+        if env.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower() != "none":
+            readers.append(
+                PeriodicExportingMetricReader(
+                    OTLPMetricExporter(endpoint=f"{base}/v1/metrics" if base else None)
+                )
+            )
+    if prometheus_port is not None:
+        try:
+            from spanledger.exporters.prometheus import PrometheusEndpoint
+        except ImportError as error:
+            raise _missing_extra("prometheus", error) from None
+        prometheus = PrometheusEndpoint(port=prometheus_port, addr=prometheus_addr)
+        readers.append(prometheus.reader)
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers) if readers else None
     return OtelExporter(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
@@ -135,6 +184,7 @@ def _otlp_exporter(endpoint: str | None, env: Mapping[str, str], capture_payload
         capture_payload=capture_payload,
         owned=True,
         delivery=spans,
+        on_shutdown=prometheus.close if prometheus is not None else None,
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -274,6 +274,7 @@ class OtelExporter:
         semconv_latest: bool | None = None,
         owned: bool = False,
         delivery: CountingSpanExporter | None = None,
+        on_shutdown: Callable[[], object] | None = None,
     ) -> None:
         if payload_cap < MIN_PAYLOAD_CAP:
             raise ValueError(f"payload_cap must be at least {MIN_PAYLOAD_CAP} bytes")
@@ -290,6 +291,7 @@ class OtelExporter:
             self._providers.append(meters)
         self._owned = owned
         self._delivery = delivery
+        self._on_shutdown = on_shutdown
         self.capture_payload = capture_payload
         self.payload_cap = payload_cap
         self._live: dict[str, tuple[Span, object]] = {}
@@ -369,3 +371,5 @@ class OtelExporter:
             stop = getattr(provider, "shutdown", None)
             if callable(stop):
                 stop()
+        if self._on_shutdown is not None:
+            self._on_shutdown()

@@ -93,6 +93,14 @@ def price_usage(
     dimensions: dict[str, Decimal] = {}
     if entry.per_request is not None:
         dimensions["requests"] = entry.per_request
+    if usage is None and entry.input_per_mtok is None and entry.per_search_unit is None:
+        return CostLine(
+            status=CostStatus.PRICED,
+            amount=entry.per_request,
+            currency=entry.currency,
+            dimensions=dimensions,
+            price_entry=entry.label,
+        )
     if usage is None:
         return CostLine(
             status=CostStatus.UNMETERED,

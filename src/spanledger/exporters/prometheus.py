@@ -1,0 +1,72 @@
+"""Serve spanledger's metrics for Prometheus to scrape (extra ``prometheus``).
+
+A private registry and meter provider: nothing is registered globally, so the endpoint shows
+spanledger's instruments only. Pass ``endpoint.meter_provider`` to ``OtelExporter`` (or let
+``spanledger.configure(prometheus_port=...)`` do it).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import Resource
+from prometheus_client import CollectorRegistry, start_http_server
+
+__all__ = ["PrometheusEndpoint"]
+
+
+class PrometheusEndpoint:
+    """An HTTP ``/metrics`` endpoint on ``addr:port`` (``port=0`` picks a free port)."""
+
+    def __init__(
+        self,
+        *,
+        port: int = 9464,
+        addr: str = "127.0.0.1",
+        resource: Resource | None = None,
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.reader = PrometheusMetricReader(registry=self.registry)
+        self._resource = resource
+        self._meter_provider: MeterProvider | None = None
+        self._server, self._thread = start_http_server(port, addr, registry=self.registry)
+        self.addr = addr
+
+    @property
+    def meter_provider(self) -> MeterProvider:
+        """A meter provider reading into this endpoint (made on first use). To combine it with
+        other readers, build your own ``MeterProvider`` with ``endpoint.reader`` instead."""
+        if self._meter_provider is None:
+            resource = self._resource if self._resource is not None else Resource.create()
+            self._meter_provider = MeterProvider(metric_readers=[self.reader], resource=resource)
+        return self._meter_provider
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_port)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.addr}:{self.port}/metrics"
+
+    def close(self) -> None:
+        """Stop serving and release the meter provider."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+        if self._meter_provider is not None:
+            self._meter_provider.shutdown()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

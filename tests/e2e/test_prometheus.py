@@ -1,0 +1,131 @@
+"""Alert rules and dashboard expressions against a real Prometheus scraping spanledger."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from opentelemetry.trace import NoOpTracerProvider
+
+import spanledger
+from spanledger.exporters.otel import OtelExporter
+from spanledger.exporters.prometheus import PrometheusEndpoint
+from spanledger.providers import CohereEmbeddings, CohereReranker, JinaReranker, TEIEmbeddings
+from spanledger.standin import StandIn
+
+from .conftest import require_backend
+from .prometheus_backend import PrometheusServer, find_binary
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "dashboards" / "prometheus" / "spanledger-alerts.yml"
+RULE_TESTS = ROOT / "dashboards" / "prometheus" / "spanledger-alerts.test.yml"
+DASHBOARD = ROOT / "dashboards" / "grafana" / "spanledger.json"
+PRICES = ROOT / "prices" / "example-prices.toml"
+
+
+def _binary(name: str) -> str:
+    found = find_binary(name)
+    if found is None:
+        require_backend(f"{name} not installed: apt-get install prometheus")
+    return found
+
+
+def dashboard_expressions() -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def test_alert_rules_pass_promtool() -> None:
+    promtool = _binary("promtool")
+    check = subprocess.run(
+        [promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    unit = subprocess.run(
+        [promtool, "test", "rules", RULE_TESTS.name],
+        cwd=RULE_TESTS.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert unit.returncode == 0, unit.stdout + unit.stderr
+    assert "SUCCESS" in unit.stdout
+
+
+def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.5)
+    return condition()
+
+
+def _has_data(prometheus: PrometheusServer, expr: str) -> Callable[[], bool]:
+    return lambda: bool(prometheus.query(expr))
+
+
+def test_dashboard_and_alert_against_real_prometheus() -> None:
+    binary = _binary("prometheus")
+    with (
+        PrometheusEndpoint(port=0) as endpoint,
+        StandIn() as standin,
+    ):
+        exporter = OtelExporter(
+            tracer_provider=NoOpTracerProvider(), meter_provider=endpoint.meter_provider
+        )
+        recorder = spanledger.Recorder([exporter], prices=PRICES)
+        priced_embed = CohereEmbeddings("embed-v4.0", base_url=standin.base_url("cohere"))
+        priced_rerank = CohereReranker("rerank-v3.5", base_url=standin.base_url("cohere"))
+        unpriced = JinaReranker("jina-reranker-unlisted", base_url=standin.base_url("jina"))
+        unmetered = TEIEmbeddings("bge-small", base_url=standin.base_url("tei"))
+        failing = CohereReranker("fail-503", base_url=standin.base_url("cohere"))
+
+        def traffic() -> None:
+            with spanledger.use(recorder):
+                priced_embed.embed(["tides and the moon"])
+                priced_rerank.rerank("moon", ["tides", "ships"])
+                unpriced.rerank("moon", ["tides", "ships"])
+                unmetered.embed(["tides"])
+                with pytest.raises(spanledger.ProviderError):
+                    failing.rerank("moon", ["tides"])
+
+        traffic()
+        with PrometheusServer(binary, [f"127.0.0.1:{endpoint.port}"], [RULES]) as prometheus:
+            prometheus.wait_ready()
+            assert wait_until(lambda: bool(prometheus.query('up{job="spanledger"} == 1')), 30)
+            for _ in range(6):  # several scrapes with growing counters, so rate() has data
+                traffic()
+                time.sleep(1.0)
+
+            for expr in dashboard_expressions():
+                assert wait_until(_has_data(prometheus, expr), 20), (
+                    f"no data for dashboard expression: {expr}"
+                )
+
+            rerank_spend = 'spanledger_cost_total{gen_ai_request_model="rerank-v3.5"}'
+            spend = prometheus.query(f"sum({rerank_spend})")
+            assert float(spend[0]["value"][1]) == pytest.approx(0.002 * 7)
+
+            def alert_firing() -> bool:
+                return any(
+                    alert["labels"].get("alertname") == "SpanledgerUnpricedUsage"
+                    and alert["labels"].get("gen_ai_request_model") == "jina-reranker-unlisted"
+                    and alert["state"] == "firing"
+                    for alert in prometheus.alerts()
+                )
+
+            assert wait_until(alert_firing, 30), prometheus.alerts()
+            firing = {
+                alert["labels"]["gen_ai_request_model"]
+                for alert in prometheus.alerts()
+                if alert["labels"].get("alertname") == "SpanledgerUnpricedUsage"
+            }
+            assert "rerank-v3.5" not in firing  # priced usage never alerts
+            assert "embed-v4.0" not in firing
+            assert "bge-small" not in firing  # TEI: no usage, but priced per request (free)
+        recorder.shutdown()
