@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Mapping
 from os import PathLike
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from spanledger.exporters.console import ConsoleSink
 from spanledger.exporters.jsonl import JsonlSink
@@ -120,6 +121,20 @@ def _missing_extra(extra: str, error: ImportError) -> ImportError:
     return ImportError(f"install spanledger[{extra}] to use this exporter ({error.name} missing)")
 
 
+def _otlp_headers(env: Mapping[str, str], specific: str) -> dict[str, str] | None:
+    """Headers from ``OTEL_EXPORTER_OTLP_*_HEADERS`` / ``OTEL_EXPORTER_OTLP_HEADERS``
+    (``key=value`` pairs, comma-separated, URL-encoded) of the given environment."""
+    raw = env.get(specific) or env.get("OTEL_EXPORTER_OTLP_HEADERS")
+    if not raw:
+        return None
+    headers: dict[str, str] = {}
+    for pair in raw.split(","):
+        key, separator, value = pair.partition("=")
+        if separator and key.strip():
+            headers[unquote(key.strip()).lower()] = unquote(value.strip())
+    return headers
+
+
 def _built_otel_exporter(
     endpoint: str | None,
     otlp: bool,
@@ -146,7 +161,17 @@ def _built_otel_exporter(
     resource = Resource.create(
         {} if env.get("OTEL_SERVICE_NAME") else {"service.name": "spanledger"}
     )
-    base = endpoint.rstrip("/") if endpoint else None
+    base = (endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").rstrip("/")
+    traces_endpoint = (
+        (endpoint and f"{base}/v1/traces")
+        or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or f"{base}/v1/traces"
+    )
+    metrics_endpoint = (
+        (endpoint and f"{base}/v1/metrics")
+        or env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+        or f"{base}/v1/metrics"
+    )
     readers: list[MetricReader] = []
     spans = None
     tracer_provider: Any = NoOpTracerProvider()
@@ -159,14 +184,21 @@ def _built_otel_exporter(
         except ImportError as error:
             raise _missing_extra("otel", error) from None
         spans = CountingSpanExporter(
-            OTLPSpanExporter(endpoint=f"{base}/v1/traces" if base else None), backend="otlp"
+            OTLPSpanExporter(
+                endpoint=traces_endpoint,
+                headers=_otlp_headers(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS"),
+            ),
+            backend="otlp",
         )
         tracer_provider = TracerProvider(resource=resource)
         tracer_provider.add_span_processor(BatchSpanProcessor(spans))
         if env.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower() != "none":
             readers.append(
                 PeriodicExportingMetricReader(
-                    OTLPMetricExporter(endpoint=f"{base}/v1/metrics" if base else None)
+                    OTLPMetricExporter(
+                        endpoint=metrics_endpoint,
+                        headers=_otlp_headers(env, "OTEL_EXPORTER_OTLP_METRICS_HEADERS"),
+                    )
                 )
             )
     if prometheus_port is not None:
