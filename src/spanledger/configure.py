@@ -158,9 +158,7 @@ def _built_otel_exporter(
     except ImportError as error:
         raise _missing_extra("otel", error) from None
 
-    resource = Resource.create(
-        {} if env.get("OTEL_SERVICE_NAME") else {"service.name": "spanledger"}
-    )
+    resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or "spanledger"})
     base = (endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").rstrip("/")
     traces_endpoint = (
         (endpoint and f"{base}/v1/traces")
@@ -220,7 +218,13 @@ def _built_otel_exporter(
     )
 
 
+_LANGFUSE_PIPELINES: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+
 def _langfuse_exporter(env: Mapping[str, str], capture_payload: bool) -> Any:
+    """A Langfuse client exporting through a counted OTLP pipeline, made once per process
+    for a given key and host (the langfuse SDK keeps a single client per public key, so a
+    second pipeline for the same key would be silently ignored by it)."""
     try:
         from langfuse import Langfuse
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -235,30 +239,32 @@ def _langfuse_exporter(env: Mapping[str, str], capture_payload: bool) -> Any:
     host = (
         env.get("LANGFUSE_BASE_URL") or env.get("LANGFUSE_HOST") or "https://cloud.langfuse.com"
     ).rstrip("/")
-    credentials = base64.b64encode(f"{public_key}:{secret_key}".encode()).decode("ascii")
-    spans = CountingSpanExporter(
-        OTLPSpanExporter(
-            endpoint=f"{host}/api/public/otel/v1/traces",
-            headers={
-                "Authorization": f"Basic {credentials}",
-                "x-langfuse-public-key": public_key,
-                "x-langfuse-ingestion-version": "4",
-            },
-        ),
-        backend="langfuse",
-    )
-    tracer_provider = TracerProvider()
-    client = Langfuse(
-        public_key=public_key,
-        secret_key=secret_key,
-        base_url=host,
-        tracer_provider=tracer_provider,
-        span_exporter=spans,
-    )
-    return LangfuseExporter(
-        client,
-        capture_payload=capture_payload,
-        owns_client=True,
-        delivery=spans,
-        tracer_provider=tracer_provider,
-    )
+    made = _LANGFUSE_PIPELINES.get((public_key, secret_key, host))
+    if made is None:
+        if any(key == public_key for key, _, _ in _LANGFUSE_PIPELINES):
+            raise ValueError(
+                "a Langfuse client for this public key already exists in this process with "
+                "another host or secret; the langfuse SDK keeps one client per public key"
+            )
+        credentials = base64.b64encode(f"{public_key}:{secret_key}".encode()).decode("ascii")
+        spans = CountingSpanExporter(
+            OTLPSpanExporter(
+                endpoint=f"{host}/api/public/otel/v1/traces",
+                headers={
+                    "Authorization": f"Basic {credentials}",
+                    "x-langfuse-public-key": public_key,
+                    "x-langfuse-ingestion-version": "4",
+                },
+            ),
+            backend="langfuse",
+        )
+        client = Langfuse(
+            public_key=public_key,
+            secret_key=secret_key,
+            base_url=host,
+            tracer_provider=TracerProvider(),
+            span_exporter=spans,
+        )
+        made = _LANGFUSE_PIPELINES[(public_key, secret_key, host)] = (client, spans)
+    client, spans = made
+    return LangfuseExporter(client, capture_payload=capture_payload, delivery=spans)

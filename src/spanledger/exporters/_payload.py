@@ -22,8 +22,10 @@ MIN_PAYLOAD_CAP = 256
 
 
 def json_text(value: object) -> str:
-    """Compact JSON with sorted keys, text kept as UTF-8 (lone surrogates escaped)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """Compact JSON with sorted keys, text kept as UTF-8; a lone surrogate (which has no UTF-8
+    form) becomes its ``\\uXXXX`` JSON escape, so the result always encodes."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def capped(text: str, cap: int) -> str:

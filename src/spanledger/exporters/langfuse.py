@@ -111,7 +111,7 @@ class LangfuseExporter:
 
     ``client`` defaults to ``langfuse.get_client()``. ``capture_payload=True`` sends inputs,
     the query and documents as the observation input and rerank results as its output (never
-    vectors); each is capped at ``payload_cap`` bytes of JSON.
+    vectors), each as JSON text capped at ``payload_cap`` bytes.
     """
 
     def __init__(
@@ -122,7 +122,6 @@ class LangfuseExporter:
         payload_cap: int = DEFAULT_PAYLOAD_CAP,
         owns_client: bool = False,
         delivery: CountingSpanExporter | None = None,
-        tracer_provider: Any = None,
     ) -> None:
         if payload_cap < MIN_PAYLOAD_CAP:
             raise ValueError(f"payload_cap must be at least {MIN_PAYLOAD_CAP} bytes")
@@ -135,7 +134,6 @@ class LangfuseExporter:
         self.payload_cap = payload_cap
         self._owns_client = owns_client
         self._delivery = delivery
-        self._tracer_provider = tracer_provider
         self._live: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -178,13 +176,9 @@ class LangfuseExporter:
                 rendered["output"] = self._fit(fields["results"])
         return rendered
 
-    def _fit(self, value: object) -> object:
-        text = json_text(value)
-        return (
-            value
-            if len(text.encode("utf-8", "surrogatepass")) <= self.payload_cap
-            else (capped(text, self.payload_cap))
-        )
+    def _fit(self, value: object) -> str:
+        """The payload as spanledger's JSON text, capped: what is sent is what was measured."""
+        return capped(json_text(value), self.payload_cap)
 
     @property
     def delivery(self) -> DeliveryStats | None:
@@ -195,9 +189,7 @@ class LangfuseExporter:
         self.client.flush()
 
     def shutdown(self) -> None:
-        """Flush; if this exporter built the client, release it and its tracer provider."""
+        """Flush; shut the client down too if this exporter owns it."""
         self.client.flush()
         if self._owns_client:
             self.client.shutdown()
-            if self._tracer_provider is not None:
-                self._tracer_provider.shutdown()
