@@ -11,11 +11,42 @@ from spanledger.cli import main
 from spanledger.demo import PASSAGES, QUESTION
 
 
-def test_demo_runs_offline_and_writes_a_readable_log(tmp_path: Path) -> None:
+def test_demo_runs_a_priced_attributed_turn(tmp_path: Path) -> None:
     log_path = tmp_path / "events.jsonl"
     out = io.StringIO()
     with redirect_stdout(out):
         status = main(["demo", "--events", str(log_path)])
+    text = out.getvalue()
+    assert status == 0
+    assert "STAND-IN" in text
+    log = spanledger.read_events(log_path)
+    assert log.problems == []
+    assert [e.kind for e in log.events] == ["embedding", "embedding", "rerank_failed", "rerank"]
+    timed_out = log.events[2]
+    assert timed_out.cost is not None
+    assert timed_out.cost.status.value == "estimated"  # abandoned after sending: estimated
+    assert all(e.cost is not None and e.cost.status.value == "priced" for e in log.events[3:])
+    [record] = log.attributions
+    assert record.request_id == "demo-turn-1"
+    assert record.frames_rendered == 3
+    assert record.frames_cited == 2
+    assert record.cited_token_share is not None
+    assert 0 < record.cited_token_share < 1
+    assert record.reconcilable
+    assert record.spend_complete
+    assert "cited token share: " in text
+    assert "$ spanledger report" in text
+    assert "attribution over 1 requests" in text
+    raw_log = log_path.read_text()
+    assert QUESTION not in raw_log
+    assert all(passage not in raw_log for passage in PASSAGES)
+
+
+def test_demo_tour_drives_every_provider(tmp_path: Path) -> None:
+    log_path = tmp_path / "events.jsonl"
+    out = io.StringIO()
+    with redirect_stdout(out):
+        status = main(["demo", "--tour", "--events", str(log_path)])
     text = out.getvalue()
     assert status == 0
     assert "STAND-IN" in text

@@ -16,7 +16,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
-        "demo", help="drive every provider against a local stand-in server, offline"
+        "demo", help="a retrieval-augmented turn end to end against a local stand-in, offline"
+    )
+    demo.add_argument(
+        "--tour", action="store_true", help="instead, drive every provider class once"
     )
     demo.add_argument(
         "--events",
@@ -44,9 +47,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "demo":
-        from spanledger.demo import run_demo
+        from spanledger.demo import run_demo, run_tour
 
-        return run_demo(args.events, sys.stdout)
+        return (run_tour if args.tour else run_demo)(args.events, sys.stdout)
     if args.command == "report":
         from spanledger.reporting import run_report
 

@@ -14,9 +14,10 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from spanledger.costs import Pricer
 from spanledger.exporters.console import ConsoleSink
 from spanledger.exporters.jsonl import JsonlSink
-from spanledger.recorder import Pricer, Recorder, SinkLike, set_default_recorder
+from spanledger.recorder import Recorder, SinkLike, set_default_recorder
 
 if TYPE_CHECKING:
     from langfuse import Langfuse

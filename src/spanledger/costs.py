@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CostCode", "CostLine", "CostStatus"]
+if TYPE_CHECKING:
+    from spanledger.events import Event
+
+__all__ = ["CostCode", "CostLine", "CostStatus", "Pricer"]
 
 
 class CostStatus(StrEnum):
@@ -53,3 +57,10 @@ class CostLine(BaseModel):
     def is_known(self) -> bool:
         """Whether ``amount`` is the whole cost (priced, estimated or not billed)."""
         return self.status in (CostStatus.PRICED, CostStatus.ESTIMATED, CostStatus.NOT_BILLED)
+
+
+@runtime_checkable
+class Pricer(Protocol):
+    """Anything that prices an event (``spanledger.ledger.Ledger``)."""
+
+    def price(self, event: Event) -> CostLine: ...

@@ -1,16 +1,25 @@
-"""``spanledger demo``: drive every provider mapping against the local stand-in, offline.
+"""``spanledger demo``: a retrieval-augmented turn end to end, offline, on a local stand-in.
 
-Each call's event goes to the console and to a JSONL event log, which is read back at the end.
+The turn embeds bundled passages and a question, retrieves candidates by vector similarity,
+reranks them through a fallback chain whose first reranker times out, renders the top passages
+into a prompt, takes a scripted answer that cites some of them, prices every call from the
+example price table and prints the request's report; then ``spanledger report`` over the log.
+Exporters configured from the environment (OTLP, Langfuse) receive the same turn.
+``--tour`` instead drives every provider class once.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TextIO
 
+from spanledger.attribution import ServedFrame
+from spanledger.configure import configure
 from spanledger.errors import ProviderError
 from spanledger.eventlog import read_events
 from spanledger.exporters import ConsoleSink, JsonlSink
+from spanledger.ledger import example_prices_path, with_fallback
 from spanledger.providers import (
     CohereEmbeddings,
     CohereReranker,
@@ -24,10 +33,11 @@ from spanledger.providers import (
     VoyageEmbeddings,
     VoyageReranker,
 )
-from spanledger.recorder import Recorder, use
+from spanledger.recorder import Recorder, request, use
+from spanledger.reporting import run_report
 from spanledger.standin import StandIn
 
-__all__ = ["PASSAGES", "QUESTION", "run_demo"]
+__all__ = ["ANSWER", "PASSAGES", "QUESTION", "run_demo", "run_tour"]
 
 QUESTION = "How do tides depend on the moon?"
 
@@ -43,8 +53,77 @@ PASSAGES = [
 ]
 
 
+ANSWER = (
+    "Spring tides come when the sun and the moon line up [1]; the moon's gravity drives the "
+    "regular rise and fall of the sea [2]."
+)
+REQUEST_ID = "demo-turn-1"
+
+
 def run_demo(events_path: Path, out: TextIO) -> int:
-    """Run the demo calls; returns the process exit status."""
+    """One retrieval-augmented turn, its report, then the report over the whole log."""
+    recorder = configure(
+        events_path=events_path,
+        prices=example_prices_path(),
+        console=False,
+        sinks=[ConsoleSink(out)],
+        install=False,
+    )
+    out.write(
+        "spanledger demo: one retrieval-augmented turn against a local STAND-IN server "
+        "(hash vectors and word-overlap scores, not a real vendor)\n"
+    )
+    with StandIn() as standin, use(recorder), request(REQUEST_ID) as turn:
+        out.write(f"stand-in listening on {standin.url}; prices: {example_prices_path().name}\n\n")
+        embedder = CohereEmbeddings("embed-v4.0", base_url=standin.base_url("cohere"))
+        slow_reranker = VoyageReranker(
+            "rerank-2.5", base_url=standin.base_url("voyage", "slow-3000")
+        )
+        reranker = CohereReranker("rerank-v3.5", base_url=standin.base_url("cohere"))
+        try:
+            passages = embedder.embed(PASSAGES, input_type="document").vectors
+            question = embedder.embed([QUESTION], input_type="query").vectors[0]
+            ranked = sorted(range(len(PASSAGES)), key=lambda i: -_cosine(question, passages[i]))
+            candidates = [PASSAGES[i] for i in ranked[:6]]
+            outcome = with_fallback(
+                [slow_reranker, reranker], QUESTION, candidates, top_k=3, deadline=5.0,
+                step_timeout=0.5,
+            )  # fmt: skip
+            out.write(
+                f"  ^ fallback chain: {outcome.status}; "
+                + ", ".join(f"{a.provider}/{a.model} {a.status}" for a in outcome.attempts)
+                + "\n"
+            )
+            served = turn.serve(outcome, candidates, provider_id="rerank")
+            prompt = "\n".join(
+                f"[{n}] {candidates[frame_index(frame)]}" for n, frame in enumerate(served, 1)
+            )
+            turn.render(served)
+            out.write(f"\nprompt context:\n{prompt}\n\nscripted answer: {ANSWER}\n")
+            turn.cite_from_text(ANSWER, served)
+            report = turn.report()
+        finally:
+            for provider in (embedder, slow_reranker, reranker):
+                provider.close()
+    out.write("\n" + report.render() + "\n")
+    recorder.shutdown()
+    out.write(f"\n$ spanledger report {events_path} --prices {example_prices_path().name}\n")
+    return run_report(events_path, example_prices_path(), as_json=False, out=out)
+
+
+def frame_index(frame: ServedFrame) -> int:
+    """The candidate position a served frame came from (its frame id)."""
+    return int(frame.frame.frame_id)
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def run_tour(events_path: Path, out: TextIO) -> int:
+    """Drive every provider class once against the stand-in; returns the exit status."""
     sink = JsonlSink(events_path)
     recorder = Recorder([ConsoleSink(out), sink])
     out.write(

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from spanledger.events import (
+    AttributionRecord,
     EmbeddingEvent,
     EmbeddingFailedEvent,
     Event,
@@ -34,8 +35,9 @@ _EVENT_FIELDS: dict[str, frozenset[str]] = {
 _EVENT_KINDS = frozenset(_EVENT_FIELDS)
 
 
-def encode_event(event: Event) -> str:
-    """One log line (without the newline) for ``event``; payload fields are never written."""
+def encode_event(event: Event | AttributionRecord) -> str:
+    """One log line (without the newline) for an event or an attribution record; payload
+    fields are never written."""
     body = event.model_dump_json()
     return f'{{"schema":{SCHEMA_VERSION},{body[1:]}'
 
@@ -53,6 +55,7 @@ class EventLog:
     """The events read from a log, in file order, and the lines that were skipped."""
 
     events: list[Event] = field(default_factory=list)
+    attributions: list[AttributionRecord] = field(default_factory=list)
     problems: list[LogProblem] = field(default_factory=list)
     truncated_tail: bool = False
 
@@ -98,6 +101,12 @@ def _decode_line(line: bytes, log: EventLog) -> str | None:
     if schema != SCHEMA_VERSION:
         return f"unsupported schema version {schema}"
     kind = data.get("kind")
+    if kind == "attribution":
+        try:
+            log.attributions.append(AttributionRecord.model_validate(data))
+        except ValidationError:
+            return "invalid attribution record"
+        return None
     if type(kind) is not str or kind not in _EVENT_KINDS:
         return "unknown record kind"
     try:

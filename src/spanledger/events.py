@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -26,6 +27,7 @@ from spanledger.errors import ErrorCategory, Fingerprint
 
 __all__ = [
     "PAYLOAD_FIELDS",
+    "AttributionRecord",
     "CallStarted",
     "EmbeddingEvent",
     "EmbeddingFailedEvent",
@@ -258,3 +260,30 @@ PAYLOAD_FIELDS: Sequence[str] = (
     "request_extras",
 )
 """Event fields that carry caller content; exporters render them only when opted in."""
+
+
+class AttributionRecord(_Record):
+    """One request's attribution summary: what its retrieval cost and how much of the context
+    it paid for was cited. Written to the event log and rendered by exporters."""
+
+    kind: Literal["attribution"] = "attribution"
+    request_id: str
+    at: datetime
+    frames_served: Count
+    frames_rendered: Count
+    frames_cited: Count
+    rendered_tokens: Count
+    cited_tokens: Count
+    uncited_rendered_tokens: Count
+    cited_token_share: float | None = None
+    reconcilable: bool
+    problems: list[str] = Field(default_factory=list)
+    calls: Count
+    billed_input_tokens: Count
+    billed_search_units: Count
+    calls_without_usage: Count
+    spend: Decimal | None = None
+    currency: str | None = None
+    spend_complete: bool
+    unknown_spend: str | None = None
+    spend_per_cited_token: Decimal | None = None

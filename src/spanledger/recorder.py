@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import structlog
 
-from spanledger.costs import CostLine
-from spanledger.events import CallStarted, Event
+from spanledger.attribution.tracker import FrameTracker
+from spanledger.costs import Pricer
+from spanledger.events import AttributionRecord, CallStarted, Event
 
 if TYPE_CHECKING:
+    from spanledger.attribution.bill import RequestReport
     from spanledger.ledger.prices import PriceTable
 
 __all__ = [
@@ -90,13 +92,6 @@ class _SinkSlot:
         self.name = f"{position}:{label}"
         self.stats = SinkStats(self.name)
         self.logged: set[str] = set()
-
-
-@runtime_checkable
-class Pricer(Protocol):
-    """Anything that prices an event (``spanledger.ledger.Ledger``)."""
-
-    def price(self, event: Event) -> CostLine: ...
 
 
 class Recorder:
@@ -172,6 +167,17 @@ class Recorder:
             else:
                 with self._lock:
                     slot.stats.delivered += 1
+
+    def record_attribution(self, record: AttributionRecord) -> None:
+        """Hand a request's attribution summary to every sink that takes one."""
+        for slot in self._slots:
+            handler = getattr(slot.sink, "attribution", None)
+            if not callable(handler):
+                continue
+            try:
+                handler(record)
+            except Exception as exc:
+                self._count_failure(slot, exc, "attribution")
 
     def _priced(self, event: Event) -> Event:
         assert self.ledger is not None
@@ -277,7 +283,8 @@ class use:
 
 
 class RequestScope:
-    """The calls made while serving one request, joined by ``request_id``."""
+    """The calls made while serving one request, joined by ``request_id``, and the frames
+    (retrieved passages) the request served, rendered into its prompt and got cited for."""
 
     def __init__(self, request_id: str) -> None:
         if not request_id:
@@ -285,6 +292,42 @@ class RequestScope:
         self.request_id = request_id
         self._events: list[Event] = []
         self._lock = threading.Lock()
+        self.frames = FrameTracker()
+        self.serve = self.frames.serve
+        self.select = self.frames.select
+        self.render = self.frames.render
+        self.cite = self.frames.cite
+        self.cite_from_text = self.frames.cite_from_text
+        self.reject = self.frames.reject
+
+    def report(
+        self,
+        *,
+        prices: Pricer | PriceTable | str | PathLike[str] | None = None,
+        budget_requested: int | None = None,
+        emit: bool = True,
+    ) -> RequestReport:
+        """The request's attribution joined to its bill. Events already priced by the
+        recorder keep their cost lines; ``prices`` prices the others. With ``emit`` the summary
+        goes to the current recorder's sinks (event log, span attributes, metrics, Langfuse)."""
+        from spanledger.attribution.bill import RequestReport
+
+        ledger: Pricer | None = None
+        if isinstance(prices, Pricer):
+            ledger = prices
+        elif prices is not None:
+            from spanledger.ledger.pricing import Ledger
+
+            ledger = Ledger(prices, warn=False)
+        report = RequestReport.build(
+            self.request_id,
+            self.frames.report(budget_requested=budget_requested),
+            self.events,
+            ledger,
+        )
+        if emit:
+            get_recorder().record_attribution(report.record())
+        return report
 
     @property
     def events(self) -> list[Event]:

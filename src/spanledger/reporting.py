@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TextIO
 
+from spanledger.attribution.summary import AttributionSummary
 from spanledger.eventlog import read_events
 from spanledger.ledger.prices import PriceTable, PriceTableError
 from spanledger.ledger.pricing import Ledger
@@ -28,12 +29,14 @@ def run_report(events: Path, prices: Path | None, *, as_json: bool, out: TextIO)
         out.write(f"error: {events}: cannot read ({error.strerror})\n")
         return 1
     report = build_spend_report(log.events, ledger)
+    attribution = AttributionSummary.of(log.attributions)
     if as_json:
         data = report.to_json()
+        data["attribution"] = attribution.to_json()
         data["unreadable_lines"] = [p.line_number for p in log.problems]
         out.write(json.dumps(data, indent=2) + "\n")
         return 0
-    out.write(report.render() + "\n")
+    out.write(report.render() + "\n\n" + attribution.render() + "\n")
     for problem in log.problems:
         out.write(f"skipped line {problem.line_number}: {problem.reason}\n")
     return 0

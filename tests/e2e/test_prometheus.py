@@ -14,6 +14,7 @@ from opentelemetry.trace import NoOpTracerProvider
 import spanledger
 from spanledger.exporters.otel import OtelExporter
 from spanledger.exporters.prometheus import PrometheusEndpoint
+from spanledger.ledger import example_prices_path
 from spanledger.providers import CohereEmbeddings, CohereReranker, JinaReranker, TEIEmbeddings
 from spanledger.standin import StandIn
 
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "dashboards" / "prometheus" / "spanledger-alerts.yml"
 RULE_TESTS = ROOT / "dashboards" / "prometheus" / "spanledger-alerts.test.yml"
 DASHBOARD = ROOT / "dashboards" / "grafana" / "spanledger.json"
-PRICES = ROOT / "prices" / "example-prices.toml"
+PRICES = example_prices_path()
 
 
 def _binary(name: str) -> str:

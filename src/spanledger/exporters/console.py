@@ -42,8 +42,13 @@ def describe_event(event: Event) -> str:
             f"{head}{event.document_count} docs, {event.result_count} results -> "
             f"{_usage_text(event.usage)}"
         )
-    status = f" (HTTP {event.status_code})" if event.status_code is not None else ""
-    return f"{head}FAILED {event.error_category.value}{status}"
+    if event.status_code is not None:
+        why = f" (HTTP {event.status_code})"
+    elif event.error_type and not event.error_type.startswith("http_"):
+        why = f" ({event.error_type})"
+    else:
+        why = ""
+    return f"{head}FAILED {event.error_category.value}{why}"
 
 
 class ConsoleSink:

@@ -9,7 +9,7 @@ from os import PathLike
 from pathlib import Path
 
 from spanledger.eventlog import encode_event
-from spanledger.events import Event
+from spanledger.events import AttributionRecord, Event
 
 __all__ = ["JsonlSink"]
 
@@ -32,11 +32,17 @@ class JsonlSink:
         atexit.register(self._atexit)
 
     def emit(self, event: Event) -> None:
-        line = encode_event(event) + "\n"
+        self._write(encode_event(event) + "\n")
+
+    def _write(self, line: str) -> None:
         with self._lock:
             if self._closed:
                 raise RuntimeError("JsonlSink is shut down")
             self._file.write(line)
+
+    def attribution(self, record: AttributionRecord) -> None:
+        """Append a request's attribution summary (``spanledger report`` aggregates them)."""
+        self._write(encode_event(record) + "\n")
 
     def flush(self) -> None:
         with self._lock:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from spanledger.costs import CostStatus
 from spanledger.events import (
+    AttributionRecord,
     CallStarted,
     EmbeddingEvent,
     EmbeddingFailedEvent,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["LangfuseExporter", "observation_fields"]
 
 _CHARGED = frozenset({CostStatus.PRICED, CostStatus.ESTIMATED})
+_TRACES_KEPT = 10_000
 
 
 def _observation_type(source: Event | CallStarted) -> str:
@@ -135,6 +137,7 @@ class LangfuseExporter:
         self._owns_client = owns_client
         self._delivery = delivery
         self._live: dict[str, Any] = {}
+        self._traces: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def _start(self, source: Event | CallStarted) -> Any:
@@ -150,11 +153,39 @@ class LangfuseExporter:
         with self._lock:
             self._live[started.call_id] = observation
 
+    def _remember_trace(self, request_id: str | None, observation: Any) -> None:
+        trace_id = getattr(observation, "trace_id", None)
+        if request_id and isinstance(trace_id, str):
+            with self._lock:
+                self._traces[request_id] = trace_id
+                while len(self._traces) > _TRACES_KEPT:
+                    self._traces.pop(next(iter(self._traces)))
+
+    def attribution(self, record: AttributionRecord) -> None:
+        """Score the request's trace with its cited token share (when there is one)."""
+        if record.cited_token_share is None:
+            return
+        with self._lock:
+            trace_id = self._traces.get(record.request_id)
+        if trace_id is None:
+            return
+        self.client.create_score(
+            name="spanledger.cited_token_share",
+            value=record.cited_token_share,
+            trace_id=trace_id,
+            data_type="NUMERIC",
+            comment=(
+                f"{record.cited_tokens} of {record.rendered_tokens} rendered context tokens "
+                "were cited"
+            ),
+        )
+
     def emit(self, event: Event) -> None:
         with self._lock:
             observation = self._live.pop(event.call_id, None)
         if observation is None:
             observation = self._start(event)
+        self._remember_trace(event.request_id, observation)
         try:
             observation.update(**observation_fields(event), **self._payload(event))
         finally:

@@ -24,6 +24,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from spanledger.costs import CostLine, CostStatus
 from spanledger.events import (
+    AttributionRecord,
     CallStarted,
     EmbeddingEvent,
     EmbeddingFailedEvent,
@@ -42,7 +43,14 @@ from spanledger.exporters._payload import (
 if TYPE_CHECKING:
     from spanledger.exporters.delivery import CountingSpanExporter, DeliveryStats
 
-__all__ = ["DURATION_BUCKETS", "TOKEN_BUCKETS", "OtelExporter", "latest_semconv_requested"]
+__all__ = [
+    "DURATION_BUCKETS",
+    "SHARE_BUCKETS",
+    "TOKEN_BUCKETS",
+    "OtelExporter",
+    "attribution_attributes",
+    "latest_semconv_requested",
+]
 
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
                     40.96, 81.92)  # fmt: skip
@@ -151,6 +159,33 @@ def cost_attributes(line: CostLine) -> dict[str, Any]:
     return attributes
 
 
+SHARE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+def attribution_attributes(record: AttributionRecord) -> dict[str, Any]:
+    """``spanledger.attribution.*`` for the request's span; unknown figures are left out."""
+    attributes: dict[str, Any] = {
+        "spanledger.request_id": record.request_id,
+        "spanledger.attribution.frames_served": record.frames_served,
+        "spanledger.attribution.frames_rendered": record.frames_rendered,
+        "spanledger.attribution.frames_cited": record.frames_cited,
+        "spanledger.attribution.rendered_tokens": record.rendered_tokens,
+        "spanledger.attribution.cited_tokens": record.cited_tokens,
+        "spanledger.attribution.uncited_rendered_tokens": record.uncited_rendered_tokens,
+        "spanledger.attribution.reconcilable": record.reconcilable,
+        "spanledger.attribution.spend_complete": record.spend_complete,
+    }
+    if record.cited_token_share is not None:
+        attributes["spanledger.attribution.cited_token_share"] = record.cited_token_share
+    if record.spend is not None:
+        attributes["spanledger.attribution.spend"] = float(record.spend)
+    if record.spend_per_cited_token is not None:
+        attributes["spanledger.attribution.spend_per_cited_token"] = float(
+            record.spend_per_cited_token
+        )
+    return attributes
+
+
 class _Instruments:
     """The metric instruments, created once per exporter."""
 
@@ -193,6 +228,12 @@ class _Instruments:
             "spanledger.cost",
             unit="1",
             description="Spend on priced and estimated calls, in the price table's currency.",
+        )
+        self.cited_share = meter.create_histogram(
+            "spanledger.attribution.cited_token_share",
+            unit="1",
+            description="Share of rendered context tokens that the answer cited, per request.",
+            explicit_bucket_boundaries_advisory=SHARE_BUCKETS,
         )
         self.unpriced = meter.create_counter(
             "spanledger.cost.unpriced",
@@ -349,6 +390,15 @@ class OtelExporter:
             )
         else:
             span.set_status(Status(StatusCode.OK))
+
+    def attribution(self, record: AttributionRecord) -> None:
+        """Put the request's attribution on the current span (the request's) and record the
+        cited token share, when there is one, in its histogram."""
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attributes(attribution_attributes(record))
+        if self._instruments is not None and record.cited_token_share is not None:
+            self._instruments.cited_share.record(record.cited_token_share)
 
     @property
     def delivery(self) -> DeliveryStats | None:

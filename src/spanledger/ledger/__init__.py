@@ -9,7 +9,7 @@ from spanledger.ledger.fallback import (
     price_outcome,
     with_fallback,
 )
-from spanledger.ledger.prices import PriceEntry, PriceTable, PriceTableError
+from spanledger.ledger.prices import PriceEntry, PriceTable, PriceTableError, example_prices_path
 from spanledger.ledger.pricing import Ledger, price_usage
 from spanledger.ledger.totals import GroupKey, GroupTotal, Totals
 
@@ -27,6 +27,7 @@ __all__ = [
     "RerankOutcome",
     "Totals",
     "awith_fallback",
+    "example_prices_path",
     "outcome_spend",
     "price_outcome",
     "price_usage",

@@ -129,8 +129,10 @@ def with_fallback(
     *,
     top_k: int | None = None,
     deadline: float = 10.0,
+    step_timeout: float | None = None,
 ) -> RerankOutcome:
-    """Rerank with each step in turn until one answers, within ``deadline`` seconds overall.
+    """Rerank with each step in turn until one answers, within ``deadline`` seconds overall
+    (and ``step_timeout`` seconds per step, when given).
 
     Never raises for a provider failure: when every step fails the results are the input order.
     """
@@ -143,9 +145,10 @@ def with_fallback(
         if remaining <= 0:
             attempts.append(_skipped(step, "deadline exhausted"))
             continue
+        budget = remaining if step_timeout is None else min(step_timeout, remaining)
         started, t0 = datetime.now(UTC), time.perf_counter()
         try:
-            answer = step.rerank(query, documents, top_k=top_k, timeout=remaining)
+            answer = step.rerank(query, documents, top_k=top_k, timeout=budget)
         except ProviderError as error:
             elapsed = (time.perf_counter() - t0) * 1000
             attempts.append(_failed_attempt(step, error, started, elapsed, query, documents))
@@ -162,6 +165,7 @@ async def awith_fallback(
     *,
     top_k: int | None = None,
     deadline: float = 10.0,
+    step_timeout: float | None = None,
 ) -> RerankOutcome:
     """The async twin of ``with_fallback``; a step still running at the deadline is cancelled."""
     if not documents or top_k == 0:
@@ -173,10 +177,11 @@ async def awith_fallback(
         if remaining <= 0:
             attempts.append(_skipped(step, "deadline exhausted"))
             continue
+        budget = remaining if step_timeout is None else min(step_timeout, remaining)
         started, t0 = datetime.now(UTC), time.perf_counter()
         try:
             answer = await asyncio.wait_for(
-                step.arerank(query, documents, top_k=top_k, timeout=remaining), remaining
+                step.arerank(query, documents, top_k=top_k, timeout=budget), budget
             )
         except (ProviderError, TimeoutError) as error:
             elapsed = (time.perf_counter() - t0) * 1000

@@ -26,6 +26,7 @@ __all__ = [
     "PriceEntry",
     "PriceTable",
     "PriceTableError",
+    "example_prices_path",
 ]
 
 RATE_FIELDS = ("input_per_mtok", "per_search_unit", "per_request")
@@ -288,3 +289,8 @@ def _day(value: object, where: str) -> date:
         except ValueError:
             pass
     raise PriceTableError(f"{where}: expected a date (YYYY-MM-DD)")
+
+
+def example_prices_path() -> Path:
+    """The example table shipped with spanledger (dated list prices, for the demo and docs)."""
+    return Path(__file__).resolve().parent.parent / "data" / "example-prices.toml"

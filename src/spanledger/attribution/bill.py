@@ -1,0 +1,168 @@
+"""A request's report: its attribution joined to the retrieval bill of the same request.
+
+The bill comes from the request's events: provider-billed tokens and search units, and each
+call's cost line (priced, estimated, unpriced, unmetered, not billed kept apart). Spend per
+cited token is stated only when the spend is fully known; otherwise the report says which part
+is unknown rather than printing a number that silently leaves it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from spanledger.attribution.uses import AttributionReport
+from spanledger.costs import CostLine, CostStatus, Pricer
+from spanledger.events import (
+    AttributionRecord,
+    EmbeddingEvent,
+    Event,
+    RerankEvent,
+)
+
+__all__ = ["RequestReport"]
+
+_KNOWN = (CostStatus.PRICED, CostStatus.ESTIMATED, CostStatus.NOT_BILLED)
+
+
+@dataclass(frozen=True)
+class RequestReport:
+    """Attribution and bill of one request."""
+
+    request_id: str
+    attribution: AttributionReport
+    events: tuple[Event, ...]
+    cost_lines: tuple[CostLine | None, ...]
+
+    @classmethod
+    def build(
+        cls,
+        request_id: str,
+        attribution: AttributionReport,
+        events: Sequence[Event],
+        ledger: Pricer | None = None,
+    ) -> RequestReport:
+        lines = tuple(
+            event.cost if event.cost is not None else (ledger.price(event) if ledger else None)
+            for event in events
+        )
+        return cls(request_id, attribution, tuple(events), lines)
+
+    def billed(self) -> tuple[int, int, int]:
+        """(input tokens, search units, calls whose usage was not reported), as billed."""
+        tokens = units = unreported = 0
+        for event in self.events:
+            if not isinstance(event, EmbeddingEvent | RerankEvent):
+                continue
+            if event.usage is None:
+                unreported += 1
+                continue
+            tokens += event.usage.input_tokens or 0
+            if isinstance(event, RerankEvent):
+                units += event.usage.search_units or 0
+        return tokens, units, unreported
+
+    def by_status(self) -> dict[str, tuple[int, Decimal | None]]:
+        """Calls and known amount per cost status (``unpriced`` and friends have no amount)."""
+        table: dict[str, tuple[int, Decimal | None]] = {}
+        for line in self.cost_lines:
+            status = line.status.value if line is not None else "no_price_table"
+            count, amount = table.get(status, (0, Decimal(0)))
+            if line is not None and line.status in _KNOWN and amount is not None:
+                table[status] = (count + 1, amount + (line.amount or Decimal(0)))
+            else:
+                table[status] = (count + 1, None)
+        return table
+
+    def spend(self) -> tuple[Decimal | None, str | None, str | None]:
+        """(amount, currency, what is unknown): the amount only when every call is known and
+        in one currency."""
+        unknown = [line for line in self.cost_lines if line is None or line.status not in _KNOWN]
+        currencies = {line.currency for line in self.cost_lines if line and line.currency}
+        if unknown:
+            parts: dict[str, int] = {}
+            for line in unknown:
+                key = "no price table" if line is None else line.status.value
+                parts[key] = parts.get(key, 0) + 1
+            detail = ", ".join(f"{count} {key}" for key, count in sorted(parts.items()))
+            return None, None, f"spend unknown for {detail} of {len(self.cost_lines)} calls"
+        if len(currencies) > 1:
+            return None, None, f"calls priced in {len(currencies)} currencies"
+        total = sum((line.amount or Decimal(0) for line in self.cost_lines if line), Decimal(0))
+        return total, next(iter(currencies), None), None
+
+    def spend_per_cited_token(self) -> Decimal | None:
+        amount, _, unknown = self.spend()
+        cited = self.attribution.cited_tokens()
+        if amount is None or unknown is not None or cited == 0:
+            return None
+        return amount / cited
+
+    def record(self) -> AttributionRecord:
+        """The summary written to the event log and rendered by exporters."""
+        attribution = self.attribution
+        uses = attribution.uses
+        tokens, units, unreported = self.billed()
+        amount, currency, unknown = self.spend()
+        return AttributionRecord(
+            request_id=self.request_id,
+            at=datetime.now(UTC),
+            frames_served=sum(1 for _ in attribution.usage.served_frames()),
+            frames_rendered=sum(1 for use in uses if use.rendered),
+            frames_cited=sum(1 for use in uses if use.cited and use.rendered),
+            rendered_tokens=attribution.rendered_tokens(),
+            cited_tokens=attribution.cited_tokens(),
+            uncited_rendered_tokens=attribution.uncited_rendered_tokens(),
+            cited_token_share=attribution.cited_token_share(),
+            reconcilable=attribution.is_reconcilable(),
+            problems=[problem.detail for problem in attribution.problems()],
+            calls=len(self.events),
+            billed_input_tokens=tokens,
+            billed_search_units=units,
+            calls_without_usage=unreported,
+            spend=amount,
+            currency=currency,
+            spend_complete=unknown is None,
+            unknown_spend=unknown,
+            spend_per_cited_token=self.spend_per_cited_token(),
+        )
+
+    def render(self) -> str:
+        """The per-request report as text."""
+        record = self.record()
+        share = f"{record.cited_token_share:.1%}" if record.cited_token_share is not None else "n/a"
+        lines = [
+            f"request {self.request_id}",
+            f"  calls: {record.calls} ({record.calls_without_usage} without reported usage)",
+            f"  billed: {record.billed_input_tokens} input tokens, "
+            f"{record.billed_search_units} search units",
+        ]
+        for status, (count, amount) in sorted(self.by_status().items()):
+            money = f"{amount:f}" if amount is not None else "unknown"
+            lines.append(f"  cost {status:<11} {count:>3} calls  {money}")
+        if record.spend is not None:
+            lines.append(f"  spend: {record.spend:f} {record.currency or ''}".rstrip())
+        else:
+            lines.append(f"  spend: unknown ({record.unknown_spend})")
+        lines.append(
+            f"  context: {record.frames_served} frames served, {record.frames_rendered} rendered "
+            f"({record.rendered_tokens} tokens), {record.frames_cited} cited "
+            f"({record.cited_tokens} tokens)"
+        )
+        lines.append(
+            f"  cited token share: {share}; uncited rendered tokens: "
+            f"{record.uncited_rendered_tokens}"
+        )
+        if record.spend_per_cited_token is not None:
+            lines.append(
+                f"  spend per cited token: {record.spend_per_cited_token:.10f} "
+                f"{record.currency or ''}".rstrip()
+            )
+        else:
+            lines.append("  spend per cited token: n/a (spend not fully known or nothing cited)")
+        if not record.reconcilable:
+            lines.append("  NOT reconcilable:")
+            lines.extend(f"    - {problem}" for problem in record.problems)
+        return "\n".join(lines)
