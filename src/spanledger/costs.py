@@ -9,11 +9,10 @@ charged) or ``not_billed`` (the call failed before the provider could bill it).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
-
-from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from spanledger.events import Event
@@ -40,17 +39,21 @@ class CostCode(StrEnum):
     NOT_ATTEMPTED = "not_attempted"
 
 
-class CostLine(BaseModel):
-    """The cost of one call; ``reason`` says which rate or figure is missing, when one is."""
+@dataclass(slots=True)
+class CostLine:
+    """The cost of one call; ``reason`` says which rate or figure is missing, when one is.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    A value: treat it as read-only. It is a plain slotted dataclass (pydantic validates and
+    serializes it inside events) because the ledger makes one per event, and a frozen
+    dataclass costs several times more to build.
+    """
 
     status: CostStatus
     amount: Decimal | None = None
     currency: str | None = None
     reason: str | None = None
     code: CostCode | None = None
-    dimensions: dict[str, Decimal] = Field(default_factory=dict)
+    dimensions: dict[str, Decimal] = field(default_factory=dict)
     price_entry: str | None = None
 
     @property

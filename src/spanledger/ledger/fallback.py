@@ -80,7 +80,7 @@ def _failed_attempt(
         provider=step.provider,
         model=step.model,
         status="timeout" if abandoned else "failed",
-        reason=category.value,
+        reason=category.value if isinstance(error, ProviderError) else name,
         started_at=started,
         duration_ms=elapsed_ms,
         usage=usage,
@@ -134,7 +134,8 @@ def with_fallback(
     """Rerank with each step in turn until one answers, within ``deadline`` seconds overall
     (and ``step_timeout`` seconds per step, when given).
 
-    Never raises for a provider failure: when every step fails the results are the input order.
+    Never raises because of a step (a provider failure, a closed provider, a bug): every step
+    that fails is recorded, and when every step fails the results are the input order.
     """
     if not documents or top_k == 0:
         return RerankOutcome(status="skipped", reason="nothing to rerank")
@@ -149,7 +150,7 @@ def with_fallback(
         started, t0 = datetime.now(UTC), time.perf_counter()
         try:
             answer = step.rerank(query, documents, top_k=top_k, timeout=budget)
-        except ProviderError as error:
+        except Exception as error:  # a step never breaks the chain
             elapsed = (time.perf_counter() - t0) * 1000
             attempts.append(_failed_attempt(step, error, started, elapsed, query, documents))
             continue
@@ -183,7 +184,7 @@ async def awith_fallback(
             answer = await asyncio.wait_for(
                 step.arerank(query, documents, top_k=top_k, timeout=budget), budget
             )
-        except (ProviderError, TimeoutError) as error:
+        except Exception as error:  # a step never breaks the chain; TimeoutError: the deadline
             elapsed = (time.perf_counter() - t0) * 1000
             cause: BaseException = error
             if isinstance(error, TimeoutError):

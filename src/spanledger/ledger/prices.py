@@ -35,6 +35,7 @@ _ENTRY_FIELDS = frozenset(
 )
 _TABLE_FIELDS = frozenset({"currency", "prices"})
 _GLOB_CHARS = frozenset("*?[")
+_MILLION = Decimal(1_000_000)
 
 
 class PriceTableError(ValueError):
@@ -62,6 +63,15 @@ class PriceEntry:
     valid_until: datetime | None = None
     checked: date | None = None
     note: str | None = None
+    label: str = field(init=False, compare=False)
+    """``provider/model``, for reasons and reports."""
+    per_token: Decimal | None = field(init=False, compare=False, repr=False)
+    """``input_per_mtok`` divided by a million, computed once."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", f"{self.provider}/{self.model}")
+        rate = self.input_per_mtok
+        object.__setattr__(self, "per_token", rate / _MILLION if rate is not None else None)
 
     @property
     def is_glob(self) -> bool:
@@ -72,18 +82,15 @@ class PriceEntry:
         """Literal characters in the pattern: more means more specific."""
         return sum(1 for char in self.model if char not in "*?")
 
-    @property
-    def label(self) -> str:
-        return f"{self.provider}/{self.model}"
-
     def rates(self) -> tuple[object, ...]:
         """What two entries must share to price a model the same way."""
         return (self.input_per_mtok, self.per_search_unit, self.per_request, self.currency)
 
     def matches(self, provider: str, model: str) -> bool:
+        """The exact name, or else the pattern (a model may itself contain ``[`` or ``*``)."""
         if provider != self.provider:
             return False
-        return fnmatchcase(model, self.model) if self.is_glob else model == self.model
+        return model == self.model or (self.is_glob and fnmatchcase(model, self.model))
 
     def valid_at(self, moment: datetime) -> bool:
         if self.valid_from is not None and moment < self.valid_from:
@@ -113,6 +120,12 @@ class PriceTable:
     entries: list[PriceEntry] = field(default_factory=list)
     currency: str = "USD"
     source: str = "<dict>"
+    _matching: dict[tuple[str, str], list[PriceEntry]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _resolved: dict[tuple[str, str], Lookup] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def load(cls, path: str | PathLike[str]) -> PriceTable:
@@ -164,13 +177,29 @@ class PriceTable:
                     )
 
     def lookup(self, provider: str, model: str, at: datetime) -> Lookup:
-        """The entry for ``model`` at ``at``: exact name first, then the most specific glob."""
-        candidates = [
-            entry for entry in self.entries if entry.matches(provider, model) and entry.valid_at(at)
-        ]
+        """The entry for ``model`` at ``at``: exact name first, then the most specific glob.
+
+        Matching is resolved once per (provider, model); a model whose entries carry no
+        validity window gets its answer cached whole.
+        """
+        key = (provider, model)
+        cached = self._resolved.get(key)
+        if cached is not None:
+            return cached
+        matching = self._matching.get(key)
+        if matching is None:
+            matching = [entry for entry in self.entries if entry.matches(provider, model)]
+            self._matching[key] = matching
+        result = self._choose([entry for entry in matching if entry.valid_at(at)], model)
+        if all(entry.valid_from is None and entry.valid_until is None for entry in matching):
+            self._resolved[key] = result
+        return result
+
+    @staticmethod
+    def _choose(candidates: list[PriceEntry], model: str) -> Lookup:
         if not candidates:
             return Lookup(None)
-        exact = [entry for entry in candidates if not entry.is_glob]
+        exact = [entry for entry in candidates if entry.model == model]
         pool = exact or candidates
         best = max(entry.specificity for entry in pool)
         top = [entry for entry in pool if entry.specificity == best]

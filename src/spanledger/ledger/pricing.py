@@ -29,14 +29,16 @@ from spanledger.ledger.prices import PriceEntry, PriceTable
 
 __all__ = ["Ledger", "price_usage"]
 
-_MILLION = Decimal(1_000_000)
 _log = structlog.get_logger("spanledger.ledger")
 _warned: set[tuple[str, str, str]] = set()
+_NOT_PRICED = frozenset({CostStatus.UNPRICED, CostStatus.UNMETERED})
+_ZERO = Decimal(0)
+_SUCCESS = (EmbeddingEvent, RerankEvent)
 _warned_lock = threading.Lock()
 
 
 def _warn_once(provider: str, model: str, line: CostLine) -> None:
-    if line.status not in (CostStatus.UNPRICED, CostStatus.UNMETERED):
+    if line.status not in _NOT_PRICED:
         return
     key = (provider, model, line.code.value if line.code else line.status.value)
     with _warned_lock:
@@ -53,18 +55,6 @@ def _warn_once(provider: str, model: str, line: CostLine) -> None:
         )
 
 
-def _figures(usage: EmbeddingUsage | RerankUsage) -> dict[str, int]:
-    figures: dict[str, int] = {}
-    if usage.input_tokens is not None:
-        figures["input_tokens"] = usage.input_tokens
-    if isinstance(usage, RerankUsage) and usage.search_units is not None:
-        figures["search_units"] = usage.search_units
-    return figures
-
-
-_RATE_FOR = {"input_tokens": "input_per_mtok", "search_units": "per_search_unit"}
-
-
 def price_usage(
     table: PriceTable,
     provider: str,
@@ -76,9 +66,10 @@ def price_usage(
 ) -> CostLine:
     """Price one billed call's usage (``None``: the provider reported none)."""
     lookup = table.lookup(provider, model, at)
-    if lookup.entry is None:
+    entry = lookup.entry
+    if entry is None:
         if lookup.ambiguous:
-            labels = ", ".join(entry.label for entry in lookup.ambiguous)
+            labels = ", ".join(candidate.label for candidate in lookup.ambiguous)
             return CostLine(
                 status=CostStatus.UNPRICED,
                 code=CostCode.AMBIGUOUS_PRICE,
@@ -89,56 +80,63 @@ def price_usage(
             code=CostCode.NO_PRICE_ENTRY,
             reason=f"no price entry for {provider}/{model}",
         )
-    entry = lookup.entry
-    dimensions: dict[str, Decimal] = {}
-    if entry.per_request is not None:
-        dimensions["requests"] = entry.per_request
-    if usage is None and entry.input_per_mtok is None and entry.per_search_unit is None:
-        return CostLine(
-            status=CostStatus.PRICED,
-            amount=entry.per_request,
-            currency=entry.currency,
-            dimensions=dimensions,
-            price_entry=entry.label,
-        )
+    per_request = entry.per_request
     if usage is None:
-        return CostLine(
-            status=CostStatus.UNMETERED,
-            amount=entry.per_request,
-            currency=entry.currency if entry.per_request is not None else None,
-            code=CostCode.USAGE_NOT_REPORTED,
-            reason="the provider reported no usage; only a per-request rate can be charged",
-            dimensions=dimensions,
-            price_entry=entry.label,
-        )
-    for figure, count in _figures(usage).items():
-        rate_name = _RATE_FOR[figure]
-        rate = _rate(entry, rate_name)
-        if rate is None:
-            if count == 0:
-                continue
+        if entry.input_per_mtok is None and entry.per_search_unit is None:
             return CostLine(
-                status=CostStatus.UNPRICED,
-                currency=entry.currency,
-                code=CostCode.MISSING_RATE,
-                reason=f"no {rate_name} rate in {entry.label} for {count} {figure}",
+                CostStatus.PRICED,
+                per_request,
+                entry.currency,
+                dimensions={"requests": per_request} if per_request is not None else {},
                 price_entry=entry.label,
             )
-        per_unit = rate / _MILLION if figure == "input_tokens" else rate
-        dimensions[figure] = per_unit * count
+        return CostLine(
+            status=CostStatus.UNMETERED,
+            amount=per_request,
+            currency=entry.currency if per_request is not None else None,
+            code=CostCode.USAGE_NOT_REPORTED,
+            reason="the provider reported no usage; only a per-request rate can be charged",
+            dimensions={"requests": per_request} if per_request is not None else {},
+            price_entry=entry.label,
+        )
+    dimensions: dict[str, Decimal] = {}
+    amount: Decimal | None = None
+    if per_request is not None:
+        dimensions["requests"] = amount = per_request
+    tokens = usage.input_tokens
+    if tokens:
+        if entry.per_token is None:
+            return _missing_rate(entry, "input_per_mtok", tokens, "input_tokens")
+        dimensions["input_tokens"] = cost = entry.per_token * tokens
+        amount = cost if amount is None else amount + cost
+    units = usage.search_units if type(usage) is RerankUsage else None
+    if units:
+        if entry.per_search_unit is None:
+            return _missing_rate(entry, "per_search_unit", units, "search_units")
+        dimensions["search_units"] = cost = entry.per_search_unit * units
+        amount = cost if amount is None else amount + cost
+    if amount is None:
+        amount = _ZERO
+    if estimated:
+        return CostLine(
+            CostStatus.ESTIMATED,
+            amount,
+            entry.currency,
+            "usage estimated for an attempt abandoned after sending",
+            dimensions=dimensions,
+            price_entry=entry.label,
+        )
+    return CostLine(CostStatus.PRICED, amount, entry.currency, None, None, dimensions, entry.label)
+
+
+def _missing_rate(entry: PriceEntry, rate: str, count: int, figure: str) -> CostLine:
     return CostLine(
-        status=CostStatus.ESTIMATED if estimated else CostStatus.PRICED,
-        amount=sum(dimensions.values(), Decimal(0)),
+        status=CostStatus.UNPRICED,
         currency=entry.currency,
-        reason="usage estimated for an attempt abandoned after sending" if estimated else None,
-        dimensions=dimensions,
+        code=CostCode.MISSING_RATE,
+        reason=f"no {rate} rate in {entry.label} for {count} {figure}",
         price_entry=entry.label,
     )
-
-
-def _rate(entry: PriceEntry, name: str) -> Decimal | None:
-    rate: Decimal | None = getattr(entry, name)
-    return rate
 
 
 def not_billed(reason: str, code: CostCode = CostCode.FAILED_UNBILLED) -> CostLine:
@@ -155,7 +153,7 @@ class Ledger:
 
     def price(self, event: Event) -> CostLine:
         """The cost line for one event."""
-        if isinstance(event, EmbeddingEvent | RerankEvent):
+        if isinstance(event, _SUCCESS):
             line = price_usage(
                 self.prices, event.provider, event.model, event.started_at, event.usage
             )
@@ -174,6 +172,6 @@ class Ledger:
                 f"the {kind} call failed ({event.error_category.value}) before the provider "
                 "could bill it"
             )
-        if self._warn:
+        if self._warn and line.status in _NOT_PRICED:
             _warn_once(event.provider, event.model, line)
         return line

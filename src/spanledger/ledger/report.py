@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from spanledger.costs import CostCode, CostLine, CostStatus
-from spanledger.events import EmbeddingEvent, Event, RerankEvent
+from spanledger.events import Event
 from spanledger.ledger.pricing import Ledger
 from spanledger.ledger.totals import Totals
 
@@ -102,7 +102,8 @@ _AMOUNT_STATUSES = {
 
 
 def _money(amount: Decimal) -> str:
-    return f"{amount.quantize(Decimal('0.000001')):f}" if amount else "0"
+    """The exact amount, never rounded away: a priced call must not print as free."""
+    return f"{amount.normalize():f}" if amount else "0"
 
 
 def build_spend_report(events: Iterable[Event], ledger: Ledger | None = None) -> SpendReport:
@@ -117,11 +118,3 @@ def build_spend_report(events: Iterable[Event], ledger: Ledger | None = None) ->
             key = (event.provider, event.model, reason)
             report.unpriced_models[key] = report.unpriced_models.get(key, 0) + 1
     return report
-
-
-def billed_figures(event: Event) -> tuple[int, int]:
-    """Provider-reported input tokens and search units of an event (0 when not reported)."""
-    if isinstance(event, EmbeddingEvent | RerankEvent) and event.usage is not None:
-        units = event.usage.search_units if isinstance(event, RerankEvent) else None
-        return event.usage.input_tokens or 0, units or 0
-    return 0, 0

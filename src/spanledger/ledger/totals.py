@@ -14,7 +14,18 @@ from decimal import Decimal
 from spanledger.costs import CostLine, CostStatus
 from spanledger.events import EmbeddingEvent, Event, RerankEvent
 
-__all__ = ["GroupKey", "GroupTotal", "Totals"]
+__all__ = ["GroupKey", "GroupTotal", "Totals", "billed_figures"]
+
+
+def billed_figures(event: Event) -> tuple[int, int]:
+    """Provider-reported input tokens and search units of an event (0 when not reported)."""
+    kind = type(event)
+    if kind is EmbeddingEvent or kind is RerankEvent:
+        usage = event.usage  # type: ignore[union-attr]
+        if usage is not None:
+            units = usage.search_units if kind is RerankEvent else None  # type: ignore[union-attr]
+            return usage.input_tokens or 0, units or 0
+    return 0, 0
 
 
 @dataclass(frozen=True, order=True)
@@ -40,22 +51,18 @@ class Totals:
     """A thread-safe accumulator of cost lines."""
 
     def __init__(self) -> None:
-        self._groups: dict[GroupKey, GroupTotal] = {}
+        self._groups: dict[tuple[str, str, str, CostStatus, str], GroupTotal] = {}
         self._lock = threading.Lock()
 
     def add(self, event: Event, line: CostLine) -> None:
-        key = GroupKey(
+        key = (
             event.request_id or "",
             event.provider,
             event.model,
-            line.status.value,
+            line.status,
             line.currency or "",
         )
-        tokens = units = 0
-        if isinstance(event, EmbeddingEvent | RerankEvent) and event.usage is not None:
-            tokens = event.usage.input_tokens or 0
-            if isinstance(event, RerankEvent):
-                units = event.usage.search_units or 0
+        tokens, units = billed_figures(event)
         with self._lock:
             group = self._groups.get(key)
             if group is None:
@@ -74,8 +81,10 @@ class Totals:
     def groups(self) -> dict[GroupKey, GroupTotal]:
         with self._lock:
             return {
-                key: GroupTotal(g.calls, g.amount, g.input_tokens, g.search_units)
-                for key, g in self._groups.items()
+                GroupKey(request, provider, model, status.value, currency): GroupTotal(
+                    g.calls, g.amount, g.input_tokens, g.search_units
+                )
+                for (request, provider, model, status, currency), g in self._groups.items()
             }
 
     def by(self, *fields: str) -> dict[tuple[str, ...], GroupTotal]:

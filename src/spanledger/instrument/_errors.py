@@ -1,0 +1,108 @@
+"""Turn whatever a call raised into a ``ProviderError`` for its failure event.
+
+The caller's exception is never changed or re-raised from here: this only describes it. A
+status-bearing error (an SDK's API error, ``httpx.HTTPStatusError``) is categorised by its HTTP
+status, with ``Retry-After`` and a fingerprint of the body when the raw body is at hand; a
+transport failure anywhere in the exception chain is ``provider_unavailable`` named after the
+transport's exception class. No message text is ever taken from the exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spanledger.errors import ErrorCategory, Fingerprint, ProviderError, parse_retry_after
+from spanledger.providers._http import category_for_status
+
+__all__ = ["describe", "status_error", "transport_cause"]
+
+_TRANSPORT_MODULES = ("httpx", "httpx2", "httpcore", "httpcore2", "requests", "urllib3", "aiohttp")
+_TRANSPORT_BUILTINS = frozenset({"TimeoutError", "ConnectionError", "CancelledError"})
+
+
+def describe(exc: BaseException, fallback: ErrorCategory = ErrorCategory.UNAVAILABLE) -> ProviderError:
+    """A ``ProviderError`` describing ``exc``; ``fallback`` when it is neither an HTTP status
+    error nor a transport failure."""
+    if isinstance(exc, ProviderError):
+        return exc
+    status = status_error(exc)
+    if status is not None:
+        return status
+    cause = transport_cause(exc)
+    if cause is not None:
+        return ProviderError(
+            ErrorCategory.UNAVAILABLE, detail="transport failure", error_type=type(cause).__name__
+        )
+    name = type(exc).__name__
+    return ProviderError(fallback, detail=f"call ended by {name}", error_type=name)
+
+
+def status_error(exc: BaseException) -> ProviderError | None:
+    """The status-based error for an exception that carries an HTTP error status, else None."""
+    response = getattr(exc, "response", None)
+    status = _int(getattr(exc, "status_code", None))
+    if status is None:
+        status = _int(getattr(exc, "http_status", None))
+    if status is None and response is not None:
+        status = _int(getattr(response, "status_code", None))
+    if status is None or not 300 <= status <= 599:
+        return None
+    headers = getattr(exc, "headers", None)
+    if not isinstance(headers, Mapping) and response is not None:
+        headers = getattr(response, "headers", None)
+    return ProviderError(
+        category_for_status(status),
+        status_code=status,
+        retry_after=parse_retry_after(_header(headers, "retry-after")),
+        fingerprint=_body_fingerprint(exc, response),
+        error_type=f"http_{status}",
+    )
+
+
+def transport_cause(exc: BaseException) -> BaseException | None:
+    """The first transport-level exception in ``exc``'s chain (itself included), if any."""
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        kind = type(node)
+        if kind.__module__.split(".", 1)[0] in _TRANSPORT_MODULES:
+            return node
+        if kind.__module__ in ("builtins", "asyncio.exceptions") and (
+            kind.__name__ in _TRANSPORT_BUILTINS or isinstance(node, ConnectionError)
+        ):
+            return node
+        node = node.__cause__ or node.__context__
+    return None
+
+
+def _int(value: object) -> int | None:
+    return value if type(value) is int else None
+
+
+def _header(headers: object, name: str) -> str | None:
+    if headers is None:
+        return None
+    try:
+        value: Any = headers.get(name)  # type: ignore[attr-defined]
+        if value is None and isinstance(headers, Mapping):
+            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
+    except Exception:
+        return None
+    return value if type(value) is str else None
+
+
+def _body_fingerprint(exc: BaseException, response: object) -> Fingerprint | None:
+    """Fingerprint the raw body when the exception still holds it (never the parsed form)."""
+    if response is not None:
+        try:
+            content = getattr(response, "content", None)
+        except Exception:
+            content = None
+        if isinstance(content, bytes):
+            return Fingerprint.of(content)
+    body = getattr(exc, "http_body", None)
+    if type(body) is str:
+        return Fingerprint.of(body.encode("utf-8", "surrogatepass"))
+    return None

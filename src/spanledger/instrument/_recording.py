@@ -1,0 +1,182 @@
+"""One provider call's telemetry: a start notice when it begins, exactly one event when it ends.
+
+Nothing here may break the observed call: an event that cannot be built is logged by type and
+dropped, and the recorder already isolates its sinks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import Any
+
+import structlog
+
+from spanledger.errors import ProviderError
+from spanledger.estimates import (
+    ABANDONED_ERROR_TYPES,
+    estimate_embedding_usage,
+    estimate_rerank_usage,
+)
+from spanledger.events import (
+    CallStarted,
+    EmbeddingEvent,
+    EmbeddingFailedEvent,
+    EmbeddingUsage,
+    Event,
+    RerankEvent,
+    RerankFailedEvent,
+    RerankUsage,
+)
+from spanledger.instrument._facts import CallFacts, EmbedFacts, Figures, RerankFacts
+from spanledger.recorder import Recorder, current_request
+
+__all__ = ["Recording"]
+
+_log = structlog.get_logger("spanledger.instrument")
+
+
+class Recording:
+    """Announces a call to ``recorder`` now; ``succeeded`` or ``failed`` ends it once."""
+
+    __slots__ = ("_done", "_t0", "call_id", "facts", "recorder", "request_id", "started_at")
+
+    def __init__(self, recorder: Recorder, facts: CallFacts) -> None:
+        self.recorder = recorder
+        self.facts = facts
+        self._done = False
+        self.started_at = datetime.now(UTC)
+        self._t0 = perf_counter()
+        self.call_id = os.urandom(16).hex()
+        scope = current_request()
+        self.request_id = scope.request_id if scope is not None else None
+        try:
+            started = CallStarted(
+                call_id=self.call_id,
+                operation=facts.operation,
+                provider=facts.provider,
+                model=facts.model,
+                request_id=self.request_id,
+                started_at=self.started_at,
+                server_address=facts.server_address,
+                server_port=facts.server_port,
+            )
+        except Exception as exc:
+            _log_failure("call_started_build_failed", exc)
+            return
+        recorder.call_started(started)
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def succeeded(self, figures: Figures) -> None:
+        """End the call with what the response reported."""
+        self._emit(lambda: self._success(figures))
+
+    def failed(self, error: ProviderError) -> None:
+        """End the call as failed; an attempt abandoned after sending carries an estimate."""
+        self._emit(lambda: self._failure(error))
+
+    def _common(self) -> dict[str, Any]:
+        facts = self.facts
+        return {
+            "call_id": self.call_id,
+            "request_id": self.request_id,
+            "provider": facts.provider,
+            "model": facts.model,
+            "started_at": self.started_at,
+            "latency_ms": (perf_counter() - self._t0) * 1000.0,
+            "request_params": facts.request_params,
+            "request_extras": facts.extras,
+            "server_address": facts.server_address,
+            "server_port": facts.server_port,
+        }
+
+    def _success(self, figures: Figures) -> Event:
+        facts = self.facts
+        usage = figures.usage
+        if isinstance(facts, EmbedFacts):
+            return EmbeddingEvent(
+                **self._common(),
+                input_count=facts.input_count,
+                input_type=facts.input_type,
+                inputs=facts.inputs,
+                dimensions=figures.dimensions,
+                usage=usage if isinstance(usage, EmbeddingUsage) else None,
+                response_id=figures.response_id,
+                response_model=figures.response_model,
+            )
+        return RerankEvent(
+            **_rerank_fields(facts),
+            **self._common(),
+            result_count=figures.result_count,
+            results=figures.results,
+            usage=usage if isinstance(usage, RerankUsage) else None,
+            response_id=figures.response_id,
+            response_model=figures.response_model,
+        )
+
+    def _failure(self, error: ProviderError) -> Event:
+        facts = self.facts
+        abandoned = (error.error_type or "") in ABANDONED_ERROR_TYPES
+        fields: dict[str, Any] = {
+            **self._common(),
+            "error_category": error.category,
+            "error_type": error.error_type or type(error).__name__,
+            "status_code": error.status_code,
+            "retry_after": error.retry_after,
+            "fingerprint": error.fingerprint,
+            "error_message": str(error),
+        }
+        if isinstance(facts, EmbedFacts):
+            estimate = (
+                estimate_embedding_usage(facts.billing, facts.inputs)
+                if abandoned and facts.inputs is not None
+                else None
+            )
+            return EmbeddingFailedEvent(
+                **fields,
+                input_count=facts.input_count,
+                input_type=facts.input_type,
+                inputs=facts.inputs,
+                estimated_usage=estimate,
+            )
+        rerank_estimate = (
+            estimate_rerank_usage(facts.billing, facts.query, facts.documents)
+            if abandoned and facts.query is not None and facts.documents is not None
+            else None
+        )
+        return RerankFailedEvent(**fields, **_rerank_fields(facts), estimated_usage=rerank_estimate)
+
+    def _emit(self, build: Callable[[], Event]) -> None:
+        if self._done:
+            return
+        self._done = True
+        try:
+            event = build()
+        except Exception as exc:
+            _log_failure("event_build_failed", exc)
+            return
+        try:
+            self.recorder.emit(event)
+        except Exception as exc:
+            _log_failure("event_emit_failed", exc)
+
+
+def _rerank_fields(facts: RerankFacts) -> dict[str, Any]:
+    return {
+        "query_length": facts.query_length,
+        "document_count": facts.document_count,
+        "top_k": facts.top_k,
+        "query": facts.query,
+        "documents": facts.documents,
+    }
+
+
+def _log_failure(what: str, exc: Exception) -> None:
+    with contextlib.suppress(Exception):
+        _log.error(what, error_type=type(exc).__name__)

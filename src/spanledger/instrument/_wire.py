@@ -1,0 +1,110 @@
+"""Where each vendor's response reports its figures, read by the figure rule.
+
+These are the same places ``spanledger.providers`` reads (a test holds the two together), but
+read without decoding the payload: only usage, ids, the echoed model, the vector width and the
+result count are taken, so the cost does not grow with the number or size of inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from spanledger import figures
+from spanledger.events import EmbeddingUsage, RerankUsage
+from spanledger.instrument._facts import Figures
+from spanledger.providers._mapping import dig, echoed_model, rerank_usage
+
+__all__ = ["BILLING", "VENDORS", "embedding_figures", "reader", "rerank_figures"]
+
+VENDORS = ("openai", "cohere", "jina", "tei", "voyageai")
+
+_EMBED_TOKENS: dict[str, tuple[str, ...]] = {
+    "openai": ("usage", "prompt_tokens"),
+    "cohere": ("meta", "billed_units", "input_tokens"),
+    "jina": ("usage", "total_tokens"),
+    "voyageai": ("usage", "total_tokens"),
+}
+_RERANK_UNITS: dict[str, tuple[str, ...]] = {"cohere": ("meta", "billed_units", "search_units")}
+_RERANK_TOKENS: dict[str, tuple[str, ...]] = {
+    "jina": ("usage", "total_tokens"),
+    "voyageai": ("usage", "total_tokens"),
+}
+_RESULTS_KEY = {"cohere": "results", "jina": "results", "voyageai": "data"}
+
+BILLING: dict[tuple[str, str], str | None] = {
+    ("openai", "embeddings"): "tokens",
+    ("cohere", "embeddings"): "tokens",
+    ("cohere", "rerank"): "search_units",
+    ("jina", "embeddings"): "tokens",
+    ("jina", "rerank"): "tokens",
+    ("voyageai", "embeddings"): "tokens",
+    ("voyageai", "rerank"): "tokens",
+}
+"""What each vendor bills an endpoint by, for estimates of abandoned attempts."""
+
+
+def embedding_figures(vendor: str, payload: object, *, float32_base64: bool = True) -> Figures:
+    """Usage, id, echoed model and vector width from one embedding response body.
+
+    ``float32_base64`` says whether a base64 vector holds float32 values (its width is then
+    a quarter of its decoded length); otherwise a base64 vector's width is not read.
+    """
+    path = _EMBED_TOKENS.get(vendor)
+    tokens = figures.count(dig(payload, *path)) if path else None
+    return Figures(
+        usage=EmbeddingUsage(input_tokens=tokens) if tokens is not None else None,
+        response_id=figures.response_id(dig(payload, "id")),
+        response_model=echoed_model(payload) if vendor != "cohere" else None,
+        dimensions=_width(_first_vector(vendor, payload), float32_base64),
+    )
+
+
+def rerank_figures(vendor: str, payload: object) -> Figures:
+    """Usage, id, echoed model and result count from one rerank response body."""
+    units = _RERANK_UNITS.get(vendor)
+    tokens = _RERANK_TOKENS.get(vendor)
+    results = payload if vendor == "tei" else dig(payload, _RESULTS_KEY.get(vendor, "results"))
+    return Figures(
+        usage=rerank_usage(
+            dig(payload, *units) if units else None, dig(payload, *tokens) if tokens else None
+        ),
+        response_id=figures.response_id(dig(payload, "id")),
+        response_model=echoed_model(payload) if vendor != "cohere" else None,
+        result_count=len(results) if type(results) is list else None,
+    )
+
+
+def reader(vendor: str, operation: str) -> Callable[[object], Figures]:
+    """The figure reader for one vendor endpoint."""
+    if operation == "embeddings":
+        return lambda payload: embedding_figures(vendor, payload)
+    return lambda payload: rerank_figures(vendor, payload)
+
+
+def _first_vector(vendor: str, payload: object) -> object:
+    if vendor == "tei":
+        return payload[0] if type(payload) is list and payload else None
+    if vendor == "cohere":
+        by_type = dig(payload, "embeddings")
+        if type(by_type) is list:
+            rows: object = by_type
+        elif type(by_type) is dict:
+            rows = by_type.get("float", next(iter(by_type.values()), None))
+        else:
+            return None
+        return rows[0] if type(rows) is list and rows else None
+    data = dig(payload, "data")
+    if type(data) is not list or not data:
+        return None
+    return dig(data[0], "embedding")
+
+
+def _width(vector: object, float32_base64: bool) -> int | None:
+    if type(vector) is list:
+        return len(vector) or None
+    if type(vector) is str and float32_base64:
+        tail = vector[-2:]
+        padding = len(tail) - len(tail.rstrip("="))
+        size = len(vector) * 3 // 4 - padding
+        return size // 4 if size > 0 and size % 4 == 0 else None
+    return None

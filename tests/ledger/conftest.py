@@ -1,0 +1,174 @@
+"""Shared rigs for the cost-ledger tests: event builders, tables, a list sink, the stand-in.
+
+Events are built directly where the rule is about pricing; provider calls go to the stand-in
+server on 127.0.0.1 where the rule involves what a provider reports (or fails to report).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spanledger.errors import ErrorCategory
+from spanledger.events import (
+    EmbeddingEvent,
+    EmbeddingFailedEvent,
+    EmbeddingUsage,
+    Event,
+    RerankEvent,
+    RerankFailedEvent,
+    RerankUsage,
+)
+from spanledger.ledger import PriceTable, pricing
+from spanledger.standin import StandIn
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_EXAMPLE_LOCATIONS = (
+    REPO_ROOT / "prices" / "example-prices.toml",
+    REPO_ROOT / "src" / "spanledger" / "data" / "example-prices.toml",  # shipped in the package
+)
+EXAMPLE_PRICES = next((p for p in _EXAMPLE_LOCATIONS if p.is_file()), _EXAMPLE_LOCATIONS[0])
+WHEN = datetime(2025, 6, 15, 12, 0, tzinfo=UTC)
+
+_counter = iter(range(1, 10**9))
+_counter_lock = threading.Lock()
+
+
+def _call_id() -> str:
+    with _counter_lock:
+        return f"call-{next(_counter)}"
+
+
+def embedding_event(
+    model: str = "text-embedding-3-small",
+    *,
+    provider: str = "openai",
+    tokens: int | None = 10,
+    **overrides: Any,
+) -> EmbeddingEvent:
+    """A finished embedding call; ``tokens=None`` means the provider reported no usage."""
+    fields: dict[str, Any] = {
+        "call_id": _call_id(),
+        "provider": provider,
+        "model": model,
+        "started_at": WHEN,
+        "latency_ms": 5.0,
+        "input_count": 1,
+        "usage": EmbeddingUsage(input_tokens=tokens) if tokens is not None else None,
+    }
+    fields.update(overrides)
+    return EmbeddingEvent(**fields)
+
+
+def rerank_event(
+    model: str = "rerank-v3.5",
+    *,
+    provider: str = "cohere",
+    usage: RerankUsage | None = None,
+    **overrides: Any,
+) -> RerankEvent:
+    fields: dict[str, Any] = {
+        "call_id": _call_id(),
+        "provider": provider,
+        "model": model,
+        "started_at": WHEN,
+        "latency_ms": 5.0,
+        "query_length": 5,
+        "document_count": 3,
+        "result_count": 3,
+        "usage": usage,
+    }
+    fields.update(overrides)
+    return RerankEvent(**fields)
+
+
+def embedding_failed_event(
+    model: str = "text-embedding-3-small",
+    *,
+    provider: str = "openai",
+    estimated: EmbeddingUsage | None = None,
+    category: ErrorCategory = ErrorCategory.UNAVAILABLE,
+    **overrides: Any,
+) -> EmbeddingFailedEvent:
+    fields: dict[str, Any] = {
+        "call_id": _call_id(),
+        "provider": provider,
+        "model": model,
+        "started_at": WHEN,
+        "latency_ms": 5.0,
+        "input_count": 1,
+        "error_category": category,
+        "error_type": "ReadTimeout" if estimated is not None else "http_503",
+        "estimated_usage": estimated,
+    }
+    fields.update(overrides)
+    return EmbeddingFailedEvent(**fields)
+
+
+def rerank_failed_event(
+    model: str = "rerank-v3.5",
+    *,
+    provider: str = "cohere",
+    estimated: RerankUsage | None = None,
+    category: ErrorCategory = ErrorCategory.UNAVAILABLE,
+    **overrides: Any,
+) -> RerankFailedEvent:
+    fields: dict[str, Any] = {
+        "call_id": _call_id(),
+        "provider": provider,
+        "model": model,
+        "started_at": WHEN,
+        "latency_ms": 5.0,
+        "query_length": 5,
+        "document_count": 3,
+        "error_category": category,
+        "error_type": "ReadTimeout" if estimated is not None else "http_503",
+        "estimated_usage": estimated,
+    }
+    fields.update(overrides)
+    return RerankFailedEvent(**fields)
+
+
+def entry(provider: str, model: str, **fields: Any) -> dict[str, Any]:
+    """One price-table row in the file format's shape."""
+    return {"provider": provider, "model": model, **fields}
+
+
+def table(*entries: dict[str, Any], currency: str = "USD") -> PriceTable:
+    return PriceTable.from_dict({"currency": currency, "prices": list(entries)})
+
+
+class ListSink:
+    """Keeps every event it is given; safe for concurrent emitters."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: list[Event] = []
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            self._events.append(event)
+
+    @property
+    def events(self) -> list[Event]:
+        with self._lock:
+            return list(self._events)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings() -> Iterator[None]:
+    """The ledger's warn-once set is process-wide: start and leave every test with it empty."""
+    pricing._warned.clear()
+    yield
+    pricing._warned.clear()
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[StandIn]:
+    with StandIn() as server:
+        yield server
