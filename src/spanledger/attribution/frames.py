@@ -23,19 +23,34 @@ _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @total_ordering
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FrameId:
     """``(provider_id, frame_id, content_digest)``; ordered with a missing digest first."""
 
     provider_id: str
     frame_id: str
     content_digest: str | None = None
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.provider_id or not self.frame_id:
             raise ValueError("a FrameId needs a provider_id and a frame_id")
         if self.content_digest is not None and not _DIGEST.fullmatch(self.content_digest):
             raise ValueError("content_digest must be 'sha256:' and 64 lowercase hex digits")
+        identity = (self.provider_id, self.frame_id, self.content_digest)
+        object.__setattr__(self, "_hash", hash(identity))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FrameId):
+            return NotImplemented
+        return self._hash == other._hash and (
+            self.provider_id == other.provider_id
+            and self.frame_id == other.frame_id
+            and self.content_digest == other.content_digest
+        )
 
     @classmethod
     def of(cls, provider_id: str, frame_id: str, content: str) -> FrameId:

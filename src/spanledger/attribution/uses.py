@@ -53,6 +53,16 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class _Analysis:
+    merged: dict[FrameId, ContextUse]
+    duplicates: list[FrameId]
+    cited: int
+    uncited: int
+    flawed: int
+    """Uses that are incoherent or name a frame that was never billed (details: problems())."""
+
+
+@dataclass(frozen=True)
 class AttributionReport:
     """Uses joined to the usage report. All figures are computed in one pass each."""
 
@@ -72,41 +82,60 @@ class AttributionReport:
     @cached_property
     def _costs(self) -> dict[FrameId, int]:
         """Each billed frame's cost (the first line item naming it)."""
-        costs: dict[FrameId, int] = {}
-        for served in self.usage.served_frames():
-            costs.setdefault(served.frame, served.token_cost)
-        return costs
+        frames = [served for row in self.usage.providers for served in row.served_frames]
+        return {served.frame: served.token_cost for served in reversed(frames)}
 
     @cached_property
-    def _merged(self) -> dict[FrameId, ContextUse]:
-        """One use per frame: duplicates are merged (and reported), never counted twice."""
-        merged: dict[FrameId, ContextUse] = {}
-        for use in self.uses:
-            seen = merged.get(use.frame)
-            if seen is None:
-                merged[use.frame] = use
-            else:
-                merged[use.frame] = ContextUse(
-                    use.frame,
-                    seen.selected or use.selected,
-                    seen.rendered or use.rendered,
-                    seen.cited or use.cited,
-                )
-        return merged
-
-    @cached_property
-    def _split(self) -> tuple[int, int]:
-        """(cited, uncited) tokens over rendered, billed frames, in one pass."""
+    def _analysis(self) -> _Analysis:
+        """Everything the figures and the problems need, in one pass over the uses."""
         costs = self._costs
-        cited = uncited = 0
-        for use in self._merged.values():
+        merged: dict[FrameId, ContextUse] = {}
+        duplicates: list[FrameId] = []
+        cited = uncited = flawed = 0
+        for use in self.uses:
+            frame = use.frame
+            if frame in merged:
+                duplicates.append(frame)
+                continue
+            merged[frame] = use
+            cost = costs.get(frame)
+            if cost is None:
+                flawed += 1
+                cost = 0
             if use.rendered:
-                cost = costs.get(use.frame, 0)
+                if not use.selected:
+                    flawed += 1
                 if use.cited:
                     cited += cost
                 else:
                     uncited += cost
-        return cited, uncited
+            elif use.cited:
+                flawed += 1
+        for frame in dict.fromkeys(duplicates):
+            all_uses = [use for use in self.uses if use.frame == frame]
+            combined = ContextUse(
+                frame,
+                any(use.selected for use in all_uses),
+                any(use.rendered for use in all_uses),
+                any(use.cited for use in all_uses),
+            )
+            cost = costs.get(frame, 0)
+            for use, sign in ((merged[frame], -1), (combined, 1)):
+                if use.rendered:
+                    if use.cited:
+                        cited += sign * cost
+                    else:
+                        uncited += sign * cost
+            merged[frame] = combined
+        return _Analysis(merged, duplicates, cited, uncited, flawed)
+
+    @property
+    def _merged(self) -> dict[FrameId, ContextUse]:
+        return self._analysis.merged
+
+    @property
+    def _split(self) -> tuple[int, int]:
+        return self._analysis.cited, self._analysis.uncited
 
     def rendered_tokens(self) -> int:
         """Accounting tokens of every billed frame that reached the prompt."""
@@ -135,29 +164,19 @@ class AttributionReport:
                 Problem(ProblemKind.INCONSISTENT_USAGE, "usage totals do not re-sum from items")
             )
         costs = self._costs
-        counted: set[FrameId] = set()
-        for use in self.uses:
-            if use.frame in counted:
-                found.append(
-                    Problem(ProblemKind.DUPLICATE_USE, f"{use.frame} is used twice", use.frame)
-                )
-                continue
-            counted.add(use.frame)
-            if not use.is_coherent():
-                what = (
-                    "cited but not rendered"
-                    if use.cited and not use.rendered
-                    else ("rendered but not selected")
-                )
-                found.append(Problem(ProblemKind.INCOHERENT, f"{use.frame} {what}", use.frame))
-            if use.frame not in costs:
-                found.append(
-                    Problem(
-                        ProblemKind.NOT_BILLED,
-                        f"{use.frame} was never served in this request",
-                        use.frame,
-                    )
-                )
+        analysis = self._analysis
+        for frame in analysis.duplicates:
+            found.append(Problem(ProblemKind.DUPLICATE_USE, f"{frame} is used twice", frame))
+        for frame, use in analysis.merged.items():
+            if use.cited and not use.rendered:
+                detail = f"{frame} cited but not rendered"
+                found.append(Problem(ProblemKind.INCOHERENT, detail, frame))
+            elif use.rendered and not use.selected:
+                detail = f"{frame} rendered but not selected"
+                found.append(Problem(ProblemKind.INCOHERENT, detail, frame))
+            if frame not in costs:
+                detail = f"{frame} was never served in this request"
+                found.append(Problem(ProblemKind.NOT_BILLED, detail, frame))
         return found
 
     def is_coherent(self) -> bool:
@@ -165,7 +184,10 @@ class AttributionReport:
 
     def is_reconcilable(self) -> bool:
         """Every use is coherent, unique and names a billed frame, and nothing else is off."""
-        return not self.problems()
+        analysis = self._analysis
+        if self.extra_problems or analysis.duplicates or analysis.flawed:
+            return False
+        return self.usage.is_consistent()
 
     def use_of(self, frame: FrameId) -> ContextUse | None:
         return self._merged.get(frame)
