@@ -13,7 +13,6 @@ Only the ``opentelemetry-api`` is needed here; the SDK and exporters are the app
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -336,7 +335,6 @@ class OtelExporter:
         self.capture_payload = capture_payload
         self.payload_cap = payload_cap
         self._live: dict[str, tuple[Span, object]] = {}
-        self._lock = threading.Lock()
 
     def call_started(self, started: CallStarted) -> None:
         """Open the call's span and make it current for the rest of the call."""
@@ -347,13 +345,11 @@ class OtelExporter:
             start_time=_ns(started.started_at),
         )
         token = otel_context.attach(trace.set_span_in_context(span))
-        with self._lock:
-            self._live[started.call_id] = (span, token)
+        self._live[started.call_id] = (span, token)  # one dict operation: atomic
 
     def emit(self, event: Event) -> None:
         """Finish the call's span (or render it whole, for an event with no start notice)."""
-        with self._lock:
-            live = self._live.pop(event.call_id, None)
+        live = self._live.pop(event.call_id, None)
         if live is not None:
             span, token = live
             otel_context.detach(token)  # type: ignore[arg-type]
@@ -373,6 +369,8 @@ class OtelExporter:
             self._instruments.record(event)
 
     def _render(self, span: Span, event: Event, *, with_identity: bool) -> None:
+        """Attributes, opt-in payload, and on failure the error status and exception event
+        (success leaves the status unset, as OTel asks of instrumentation)."""
         span.set_attributes(span_attributes(event, with_identity=with_identity))
         if self.capture_payload:
             for name, value in payload_fields(event).items():
@@ -388,8 +386,6 @@ class OtelExporter:
                     "exception.message": event.error_message or event.error_category.value,
                 },
             )
-        else:
-            span.set_status(Status(StatusCode.OK))
 
     def attribution(self, record: AttributionRecord) -> None:
         """Put the request's attribution on the current span (the request's) and record the
