@@ -65,16 +65,36 @@ class RequestReport:
         return tokens, units, unreported
 
     def by_status(self) -> dict[str, tuple[int, Decimal | None]]:
-        """Calls and known amount per cost status (``unpriced`` and friends have no amount)."""
-        table: dict[str, tuple[int, Decimal | None]] = {}
+        """Calls and known amount per cost status. The amount is ``None`` for unpriced and
+        unmetered lines, and where one status mixes currencies (never added together)."""
+        counts: dict[str, int] = {}
+        amounts: dict[str, Decimal | None] = {}
+        currencies: dict[str, set[str]] = {}
         for line in self.cost_lines:
             status = line.status.value if line is not None else "no_price_table"
-            count, amount = table.get(status, (0, Decimal(0)))
-            if line is not None and line.status in _KNOWN and amount is not None:
-                table[status] = (count + 1, amount + (line.amount or Decimal(0)))
-            else:
-                table[status] = (count + 1, None)
-        return table
+            counts[status] = counts.get(status, 0) + 1
+            known = line is not None and line.status in _KNOWN
+            running = amounts.get(status, Decimal(0))
+            amounts[status] = (
+                running + (line.amount or Decimal(0))
+                if known and running is not None and line is not None
+                else None
+            )
+            if line is not None and line.currency:
+                currencies.setdefault(status, set()).add(line.currency)
+        return {
+            status: (count, None if len(currencies.get(status, ())) > 1 else amounts[status])
+            for status, count in counts.items()
+        }
+
+    def currency_of(self, status: str) -> str:
+        """The one currency of a status's lines, or ``""``."""
+        found = {
+            line.currency
+            for line in self.cost_lines
+            if line is not None and line.currency and line.status.value == status
+        }
+        return next(iter(found)) if len(found) == 1 else ""
 
     def spend(self) -> tuple[Decimal | None, str | None, str | None]:
         """(amount, currency, what is unknown): the amount only when every call is known and
@@ -103,15 +123,14 @@ class RequestReport:
     def record(self) -> AttributionRecord:
         """The summary written to the event log and rendered by exporters."""
         attribution = self.attribution
-        uses = attribution.uses
         tokens, units, unreported = self.billed()
         amount, currency, unknown = self.spend()
         return AttributionRecord(
             request_id=self.request_id,
             at=datetime.now(UTC),
             frames_served=sum(1 for _ in attribution.usage.served_frames()),
-            frames_rendered=sum(1 for use in uses if use.rendered),
-            frames_cited=sum(1 for use in uses if use.cited and use.rendered),
+            frames_rendered=attribution.rendered_frames(),
+            frames_cited=attribution.cited_frames(),
             rendered_tokens=attribution.rendered_tokens(),
             cited_tokens=attribution.cited_tokens(),
             uncited_rendered_tokens=attribution.uncited_rendered_tokens(),
@@ -140,7 +159,11 @@ class RequestReport:
             f"{record.billed_search_units} search units",
         ]
         for status, (count, amount) in sorted(self.by_status().items()):
-            money = f"{amount:f}" if amount is not None else "unknown"
+            money = (
+                f"{amount:f} {self.currency_of(status)}".rstrip()
+                if amount is not None
+                else "unknown"
+            )
             lines.append(f"  cost {status:<11} {count:>3} calls  {money}")
         if record.spend is not None:
             lines.append(f"  spend: {record.spend:f} {record.currency or ''}".rstrip())

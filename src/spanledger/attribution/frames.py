@@ -33,9 +33,12 @@ class FrameId:
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if type(self.provider_id) is not str or type(self.frame_id) is not str:
+            raise ValueError("provider_id and frame_id must be strings")
         if not self.provider_id or not self.frame_id:
             raise ValueError("a FrameId needs a provider_id and a frame_id")
-        if self.content_digest is not None and not _DIGEST.fullmatch(self.content_digest):
+        digest = self.content_digest
+        if digest is not None and (type(digest) is not str or not _DIGEST.fullmatch(digest)):
             raise ValueError("content_digest must be 'sha256:' and 64 lowercase hex digits")
         identity = (self.provider_id, self.frame_id, self.content_digest)
         object.__setattr__(self, "_hash", hash(identity))

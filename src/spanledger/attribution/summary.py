@@ -97,7 +97,8 @@ class AttributionSummary:
             note = f" ({left_out} requests with unknown spend left out)" if left_out else ""
             lines.append(f"  spend per cited token: {per_token:.10f} {currency or ''}{note}")
         else:
-            lines.append(f"  spend per cited token: n/a ({left_out} requests with unknown spend)")
+            why = f"{left_out} requests with unknown spend" if left_out else "nothing was cited"
+            lines.append(f"  spend per cited token: n/a ({why})")
         if data["rendered_context_earned_nothing"]:
             lines.append(
                 "  rendered context earned nothing in: "

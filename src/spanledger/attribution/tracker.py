@@ -123,15 +123,22 @@ class FrameTracker:
         """Cite the frames whose labels appear in ``answer``; unknown labels are reported."""
         by_label = label_map(labels)
         cited: list[FrameId] = []
+        unknown = 0
         for label in find_labels(answer, pattern):
             frame = by_label.get(label)
             if frame is None:
-                with self._lock:
-                    self._problems.append(
-                        Problem(ProblemKind.UNKNOWN_LABEL, f"label [{label}] matches no frame")
-                    )
+                unknown += 1
             elif frame not in cited:
                 cited.append(frame)
+        if unknown:
+            # The labels come from the model's answer: count them, never quote them.
+            with self._lock:
+                self._problems.append(
+                    Problem(
+                        ProblemKind.UNKNOWN_LABEL,
+                        f"{unknown} citation label(s) in the answer match no frame",
+                    )
+                )
         self.cite(cited)
         return cited
 

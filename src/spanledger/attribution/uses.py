@@ -137,6 +137,18 @@ class AttributionReport:
     def _split(self) -> tuple[int, int]:
         return self._analysis.cited, self._analysis.uncited
 
+    def rendered_frames(self) -> int:
+        """Billed frames that reached the prompt (the frames ``rendered_tokens`` counts)."""
+        costs = self._costs
+        return sum(1 for f, use in self._merged.items() if use.rendered and f in costs)
+
+    def cited_frames(self) -> int:
+        """Billed frames that were rendered and cited (the frames ``cited_tokens`` counts)."""
+        costs = self._costs
+        return sum(
+            1 for f, use in self._merged.items() if use.rendered and use.cited and f in costs
+        )
+
     def rendered_tokens(self) -> int:
         """Accounting tokens of every billed frame that reached the prompt."""
         return sum(self._split)
