@@ -17,6 +17,7 @@ from spanledger.events import (
     ScoredDocument,
 )
 from spanledger.exporters import ConsoleSink, JsonlSink
+from spanledger.instrument import instrument, record_embedding, record_rerank, uninstrument
 from spanledger.recorder import (
     Recorder,
     RequestScope,
@@ -54,8 +55,12 @@ __all__ = [
     "configure",
     "current_request",
     "get_recorder",
+    "instrument",
     "read_events",
+    "record_embedding",
+    "record_rerank",
     "request",
     "set_default_recorder",
+    "uninstrument",
     "use",
 ]

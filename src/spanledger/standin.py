@@ -131,6 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # concurrent async tests open many connections at once
 
     def __init__(self, address: tuple[str, int]) -> None:
         super().__init__(address, _Handler)

@@ -18,17 +18,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, ParamSpec, TypeVar
 
-import structlog
-
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
 from spanledger.instrument._errors import describe
 from spanledger.instrument._facts import CallFacts, Figures
-from spanledger.instrument._recording import Recording
+from spanledger.instrument._recording import Recording, logged
 from spanledger.recorder import Recorder, get_recorder
 
 __all__ = ["MethodSpec", "SdkCall", "Switch", "current_call", "wrap_async", "wrap_sync"]
 
-_log = structlog.get_logger("spanledger.instrument")
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -46,18 +43,18 @@ def current_call() -> SdkCall | None:
     return _current.get()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MethodSpec:
     """How to record one SDK method.
 
-    ``facts`` reads the call's arguments (``None``: do not record this call); ``read`` reads the
-    figures from a decoded 2xx body; ``shape`` reads the vector width or result count from the
-    SDK's result when the raw body could not be read; ``route`` is the path suffix the SDK
-    posts to, so only this call's own requests count as its attempts.
+    ``facts`` reads the call's arguments (``None``: do not record this call); ``read`` reads
+    the figures from a decoded 2xx body of that call; ``shape`` reads the vector width or the
+    result count from the SDK's result when the raw body could not be read; ``route`` is the
+    path suffix the SDK posts to, so only this call's own requests count as its attempts.
     """
 
     facts: Callable[[tuple[Any, ...], dict[str, Any]], CallFacts | None]
-    read: Callable[[object], Figures]
+    read: Callable[[object, CallFacts], Figures]
     shape: Callable[[Any], int | None]
     route: str
 
@@ -72,14 +69,19 @@ class Switch:
 
 
 class SdkCall:
-    """The attempts of one SDK method call; each attempt is one ``Recording``."""
+    """The attempts of one SDK method call; each attempt is one ``Recording``.
+
+    ``answer`` is the open attempt's 2xx response (``None`` where the SDK's HTTP layer has no
+    response object of ours to keep); ``answered`` says a 2xx arrived at all.
+    """
 
     __slots__ = (
-        "_answer",
+        "_answered",
         "_attempt",
         "_figures",
         "_redirected",
         "_sent",
+        "answer",
         "facts",
         "recorder",
         "request",
@@ -91,18 +93,19 @@ class SdkCall:
         self.facts = facts
         self.spec = spec
         self.request: object = None
+        self.answer: object = None
         self._attempt: Recording | None = Recording(recorder, facts)
         self._sent = False
         self._redirected = False
+        self._answered = False
         self._figures: Figures | None = None
-        self._answer: Callable[[], bytes | None] | None = None
 
     def owns(self, path: str) -> bool:
         return path.endswith(self.spec.route)
 
     def attempt_sent(self, request: object) -> None:
         """A request left for this call. An earlier attempt still open got no response."""
-        with _guard():
+        try:
             self.request = request
             attempt = self._attempt
             if attempt is not None and self._sent and not self._redirected:
@@ -113,45 +116,64 @@ class SdkCall:
             self._attempt = attempt
             self._sent = True
             self._redirected = False
-            self._figures = None
-            self._answer = None
+            self._forget_answer()
+        except Exception as exc:
+            logged(exc)
 
     def attempt_failed(self, error: ProviderError) -> None:
         """The attempt ended with an error status (or a transport failure the hook saw)."""
-        with _guard():
+        try:
             attempt, self._attempt = self._attempt, None
             self._sent = False
             if attempt is not None:
                 attempt.failed(error)
+        except Exception as exc:
+            logged(exc)
+
+    def attempt_raised(self, exc: BaseException) -> None:
+        """The HTTP layer raised for this attempt: an error status or a transport failure."""
+        try:
+            error = describe(exc)
+        except Exception as failure:
+            logged(failure)
+            return
+        self.attempt_failed(error)
 
     def attempt_redirected(self) -> None:
         self._redirected = True
 
-    def attempt_answered(self, body: Callable[[], bytes | None]) -> None:
-        """A 2xx arrived; ``body`` reaches its raw bytes once the client has read them."""
-        self._answer = body
+    def attempt_answered(self, response: object = None) -> None:
+        """A 2xx arrived (``response``: the client's response object, when there is one)."""
+        self._answered = True
+        self.answer = response
 
     def answer_decoded(self, payload: object) -> None:
         """The SDK decoded the 2xx body: read the figures from that verbatim JSON."""
-        with _guard():
-            if self._answer is not None and self._figures is None:
-                self._figures = self.spec.read(payload)
+        try:
+            if self._answered and self._figures is None:
+                self._figures = self.spec.read(payload, self.facts)
+        except Exception as exc:
+            logged(exc)
 
     def returned(self, result: object) -> None:
         """The SDK method returned: the open attempt succeeded."""
-        with _guard():
+        try:
             attempt, self._attempt = self._attempt, None
             if attempt is not None:
                 attempt.succeeded(self._success_figures(result))
+        except Exception as exc:
+            logged(exc)
+        finally:
+            self._end()
 
     def raised(self, exc: BaseException) -> None:
         """The SDK method raised: end the open attempt, if any, with what went wrong."""
-        with _guard():
+        try:
             attempt, self._attempt = self._attempt, None
             if attempt is None:
                 return
-            if self._answer is not None:
-                body = self._answer()
+            if self._answered:
+                body = _body(self.answer)
                 attempt.failed(
                     ProviderError(
                         ErrorCategory.INVALID_RESPONSE,
@@ -164,19 +186,46 @@ class SdkCall:
                 attempt.failed(describe(exc))
             else:
                 attempt.failed(describe(exc, fallback=ErrorCategory.INVALID_REQUEST))
+        except Exception as failure:
+            logged(failure)
+        finally:
+            self._end()
 
     def _success_figures(self, result: object) -> Figures:
         found = self._figures
-        if found is None and self._answer is not None:
-            body = self._answer()
+        if found is None and self._answered:
+            body = _body(self.answer)
             with contextlib.suppress(ValueError):
-                found = self.spec.read(json.loads(body)) if body else None
+                found = self.spec.read(json.loads(body), self.facts) if body else None
         found = found if found is not None else Figures()
         if self.facts.operation == "embeddings" and found.dimensions is None:
             return replace(found, dimensions=_safe_shape(self.spec, result))
         if self.facts.operation == "rerank" and found.result_count is None:
             return replace(found, result_count=_safe_shape(self.spec, result))
         return found
+
+    def _forget_answer(self) -> None:
+        """Take back anything attached to the response, so the call and it part cleanly."""
+        response, self.answer = self.answer, None
+        self._answered = False
+        self._figures = None
+        if response is not None:
+            with contextlib.suppress(Exception):
+                vars(response).pop("json", None)
+
+    def _end(self) -> None:
+        self._forget_answer()
+        self.request = None
+
+
+def _body(response: object) -> bytes | None:
+    """The raw body the client read, if it did."""
+    if response is None:
+        return None
+    with contextlib.suppress(Exception):
+        content = getattr(response, "content", None)
+        return content if isinstance(content, bytes) else None
+    return None
 
 
 def _safe_shape(spec: MethodSpec, result: object) -> int | None:
@@ -186,17 +235,9 @@ def _safe_shape(spec: MethodSpec, result: object) -> int | None:
         return None
 
 
-@contextlib.contextmanager
-def _guard() -> Any:
-    """Recording never raises into the SDK: a failure here is logged by type and dropped."""
-    try:
-        yield
-    except Exception as exc:
-        with contextlib.suppress(Exception):
-            _log.error("instrumentation_failed", error_type=type(exc).__name__)
-
-
-def _begin(spec: MethodSpec, switch: Switch, args: tuple[Any, ...], kwargs: dict[str, Any]) -> SdkCall | None:
+def _begin(
+    spec: MethodSpec, switch: Switch, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> SdkCall | None:
     if not switch.on or _current.get() is not None:
         return None
     recorder = get_recorder()
@@ -206,8 +247,7 @@ def _begin(spec: MethodSpec, switch: Switch, args: tuple[Any, ...], kwargs: dict
         facts = spec.facts(args, kwargs)
         return SdkCall(recorder, facts, spec) if facts is not None else None
     except Exception as exc:
-        with contextlib.suppress(Exception):
-            _log.error("instrumentation_failed", error_type=type(exc).__name__)
+        logged(exc)
         return None
 
 

@@ -21,11 +21,21 @@ _TRANSPORT_MODULES = ("httpx", "httpx2", "httpcore", "httpcore2", "requests", "u
 _TRANSPORT_BUILTINS = frozenset({"TimeoutError", "ConnectionError", "CancelledError"})
 
 
-def describe(exc: BaseException, fallback: ErrorCategory = ErrorCategory.UNAVAILABLE) -> ProviderError:
+def describe(
+    exc: BaseException, fallback: ErrorCategory = ErrorCategory.UNAVAILABLE
+) -> ProviderError:
     """A ``ProviderError`` describing ``exc``; ``fallback`` when it is neither an HTTP status
     error nor a transport failure."""
     if isinstance(exc, ProviderError):
         return exc
+    if _status(exc) in range(200, 300):
+        name = type(exc).__name__
+        return ProviderError(
+            ErrorCategory.INVALID_RESPONSE,
+            detail="a 2xx response could not be read",
+            fingerprint=_body_fingerprint(exc, getattr(exc, "response", None)),
+            error_type=name,
+        )
     status = status_error(exc)
     if status is not None:
         return status
@@ -41,11 +51,7 @@ def describe(exc: BaseException, fallback: ErrorCategory = ErrorCategory.UNAVAIL
 def status_error(exc: BaseException) -> ProviderError | None:
     """The status-based error for an exception that carries an HTTP error status, else None."""
     response = getattr(exc, "response", None)
-    status = _int(getattr(exc, "status_code", None))
-    if status is None:
-        status = _int(getattr(exc, "http_status", None))
-    if status is None and response is not None:
-        status = _int(getattr(response, "status_code", None))
+    status = _status(exc)
     if status is None or not 300 <= status <= 599:
         return None
     headers = getattr(exc, "headers", None)
@@ -77,8 +83,16 @@ def transport_cause(exc: BaseException) -> BaseException | None:
     return None
 
 
-def _int(value: object) -> int | None:
-    return value if type(value) is int else None
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries: an SDK's own attribute or its httpx response's."""
+    for value in (
+        getattr(exc, "status_code", None),
+        getattr(exc, "http_status", None),
+        getattr(getattr(exc, "response", None), "status_code", None),
+    ):
+        if type(value) is int:
+            return value
+    return None
 
 
 def _header(headers: object, name: str) -> str | None:

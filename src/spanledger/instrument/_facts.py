@@ -15,6 +15,7 @@ import httpx
 from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument
 
 __all__ = [
+    "CallFacts",
     "EmbedFacts",
     "Figures",
     "RerankFacts",
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EmbedFacts:
     """An embedding call as the caller made it. ``inputs`` only when every input is text."""
 
@@ -44,7 +45,7 @@ class EmbedFacts:
     billing: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RerankFacts:
     """A rerank call as the caller made it. ``query_length`` is in UTF-8 bytes."""
 
@@ -66,7 +67,7 @@ class RerankFacts:
 CallFacts = EmbedFacts | RerankFacts
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Figures:
     """What a response reported, each figure already judged by the figure rule."""
 

@@ -14,14 +14,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
 from spanledger.instrument._capture import SdkCall, current_call
+from spanledger.instrument._recording import logged
 from spanledger.providers._http import error_for_status
 
 __all__ = ["add_hooks", "remove_hooks"]
 
-_log = structlog.get_logger("spanledger.instrument")
 _lock = threading.Lock()
 _users: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
@@ -77,14 +75,13 @@ def _settle(call: SdkCall, response: Any) -> None:
         status = response.status_code
         if 200 <= status < 300:
             _capture_json(response, call)
-            call.attempt_answered(lambda: _content(response))
+            call.attempt_answered(response)
         elif 300 <= status < 400:
             call.attempt_redirected()
         else:
             call.attempt_failed(error_for_status(status, response.headers, response.content))
     except Exception as exc:
-        with contextlib.suppress(Exception):
-            _log.error("instrumentation_failed", error_type=type(exc).__name__)
+        logged(exc)
 
 
 def _capture_json(response: Any, call: SdkCall) -> None:
@@ -93,17 +90,11 @@ def _capture_json(response: Any, call: SdkCall) -> None:
 
     def json(**kwargs: Any) -> Any:
         payload = decode(**kwargs)
-        call.answer_decoded(payload)
+        if call.answer is response:
+            call.answer_decoded(payload)
         return payload
 
     vars(response)["json"] = json
-
-
-def _content(response: Any) -> bytes | None:
-    with contextlib.suppress(Exception):
-        content = response.content
-        return content if isinstance(content, bytes) else None
-    return None
 
 
 def add_hooks(client: Any, *, is_async: bool) -> None:

@@ -34,7 +34,7 @@ from spanledger.events import (
 from spanledger.instrument._facts import CallFacts, EmbedFacts, Figures, RerankFacts
 from spanledger.recorder import Recorder, current_request
 
-__all__ = ["Recording"]
+__all__ = ["Recording", "logged"]
 
 _log = structlog.get_logger("spanledger.instrument")
 
@@ -68,10 +68,6 @@ class Recording:
             _log_failure("call_started_build_failed", exc)
             return
         recorder.call_started(started)
-
-    @property
-    def done(self) -> bool:
-        return self._done
 
     def succeeded(self, figures: Figures) -> None:
         """End the call with what the response reported."""
@@ -180,3 +176,9 @@ def _rerank_fields(facts: RerankFacts) -> dict[str, Any]:
 def _log_failure(what: str, exc: Exception) -> None:
     with contextlib.suppress(Exception):
         _log.error(what, error_type=type(exc).__name__)
+
+
+def logged(exc: Exception) -> None:
+    """Instrumentation never raises into the observed call: a failure of its own is logged by
+    type (never by message) and dropped."""
+    _log_failure("instrumentation_failed", exc)

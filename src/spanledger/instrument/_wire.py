@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spanledger import figures
-from spanledger.events import EmbeddingUsage, RerankUsage
+from spanledger.events import EmbeddingUsage
 from spanledger.instrument._facts import Figures
 from spanledger.providers._mapping import dig, echoed_model, rerank_usage
 

@@ -1,0 +1,92 @@
+"""Instrument existing embedding and rerank calls: SDK clients, your own httpx traffic, any code.
+
+- ``instrument(client)`` / ``uninstrument(client)``: the official ``openai``, ``cohere`` (v2)
+  and ``voyageai`` clients, sync and async. One client at a time: there is no process-wide
+  patching, and a copy made with ``client.with_options(...)`` is a new, uninstrumented client.
+- ``transport()`` / ``async_transport()``: an httpx transport that records requests to the
+  known vendors' embedding and rerank endpoints.
+- ``record_embedding(...)`` / ``record_rerank(...)``: a block around any other call.
+
+Each HTTP request to a provider is one event through the current recorder, with the same
+guarantees as ``spanledger.providers``. A call the SDK retries is one event per attempt (a
+retried 429 stays visible, and the ledger can price every attempt), each with its own
+``call_id`` and the same ``request_id``.
+
+Figures come from the provider's raw response body, never from an SDK's typed result, which can
+hide a bad figure (Cohere's SDK turns ``search_units: 1`` into ``1.0`` and an absent figure into
+``None``; OpenAI's keeps ``"abc"`` as a token count). For OpenAI and Cohere, hooks on the SDK's
+own httpx client see every attempt, and the figures are read from the JSON the SDK decodes from
+the body, at the moment it decodes it (or from the body itself, when the SDK defers decoding).
+For Voyage, whose SDK uses ``requests`` / ``aiohttp``, its requestor is wrapped and the JSON it
+has just decoded is read before the SDK touches it. A missing or malformed figure is not
+reported. When the SDK itself cannot read a 2xx body (Voyage's raises on a malformed or absent
+``usage``), the caller gets the SDK's exception and the event is ``provider_invalid_response``
+named by that exception's class. SDK exceptions are re-raised unchanged; the event carries the
+category by HTTP status, the status, ``Retry-After`` and a fingerprint of the body, never it.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from spanledger.instrument._registry import instrument as _instrument
+from spanledger.instrument._registry import is_instrumented, uninstrument
+from spanledger.instrument.manual import (
+    EmbeddingRecord,
+    RerankRecord,
+    record_embedding,
+    record_rerank,
+)
+from spanledger.instrument.transport import (
+    AsyncRecordingTransport,
+    RecordingTransport,
+    async_transport,
+    transport,
+)
+
+__all__ = [
+    "AsyncRecordingTransport",
+    "EmbeddingRecord",
+    "RecordingTransport",
+    "RerankRecord",
+    "async_transport",
+    "instrument",
+    "is_instrumented",
+    "record_embedding",
+    "record_rerank",
+    "transport",
+    "uninstrument",
+]
+
+C = TypeVar("C")
+
+
+class _Instrument:
+    """``spanledger.instrument(client)``. It also carries this package's other entry points
+    (``spanledger.instrument.transport()`` and friends), because ``spanledger.instrument`` names
+    this callable once ``spanledger`` is imported."""
+
+    transport = staticmethod(transport)
+    async_transport = staticmethod(async_transport)
+    RecordingTransport = RecordingTransport
+    AsyncRecordingTransport = AsyncRecordingTransport
+    EmbeddingRecord = EmbeddingRecord
+    RerankRecord = RerankRecord
+    uninstrument = staticmethod(uninstrument)
+    is_instrumented = staticmethod(is_instrumented)
+    record_embedding = staticmethod(record_embedding)
+    record_rerank = staticmethod(record_rerank)
+
+    def __call__(self, client: C) -> C:
+        """Make ``client`` record every embedding and rerank call; returns the same client.
+
+        Supported: ``openai.OpenAI`` / ``AsyncOpenAI``, ``cohere.ClientV2`` / ``AsyncClientV2``
+        and ``voyageai.Client`` / ``AsyncClient``. Instrumenting twice changes nothing.
+        """
+        return _instrument(client)
+
+    def __repr__(self) -> str:
+        return "spanledger.instrument"
+
+
+instrument = _Instrument()

@@ -1,0 +1,121 @@
+"""``instrument`` / ``uninstrument``: wrap a supported SDK client's methods, and undo it.
+
+What was changed is kept on the client itself, so a client that is dropped takes its record
+with it. Wrapping sets instance attributes and adds hooks to the SDK's own httpx client; the
+SDK's classes are never touched, except Voyage's requestor (see ``voyage_client``). Undoing
+takes each change back, and so does dropping the client, for what outlives it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from spanledger.instrument._capture import MethodSpec, Switch, wrap_async, wrap_sync
+from spanledger.instrument._hooks import add_hooks, remove_hooks
+
+__all__ = ["Installation", "instrument", "is_instrumented", "uninstrument"]
+
+C = TypeVar("C")
+
+_RECORD = "_spanledger_instrumentation"
+_INTEGRATIONS = {
+    "openai": "spanledger.instrument.openai_client",
+    "cohere": "spanledger.instrument.cohere_client",
+    "voyageai": "spanledger.instrument.voyage_client",
+}
+_lock = threading.RLock()
+
+
+class Installation:
+    """The changes made to one client, and how to take each back. An integration sets
+    ``is_async`` before it wraps anything."""
+
+    def __init__(self, client: object) -> None:
+        self.switch = Switch()
+        self.is_async = False
+        self._client = weakref.ref(client)
+        self._patched: list[tuple[object, str, object]] = []
+        self._undo: list[Callable[[], Any]] = []
+
+    def wrap(self, owner: object, name: str, spec: MethodSpec) -> None:
+        """Shadow ``owner.name`` with a recorded version, as an instance attribute."""
+        original = getattr(owner, name)
+        if self.is_async:
+            wrapped: object = wrap_async(original, spec, self.switch)
+        else:
+            wrapped = wrap_sync(original, spec, self.switch)
+        vars(owner)[name] = wrapped
+        self._patched.append((owner, name, wrapped))
+
+    def hook(self, http_client: object) -> None:
+        """Report the attempts ``http_client`` makes (released too if the client is dropped)."""
+        add_hooks(http_client, is_async=self.is_async)
+        self.on_release(remove_hooks, http_client)
+
+    def on_release(self, release: Callable[..., Any], *args: object) -> None:
+        """Run ``release(*args)`` on ``uninstrument`` or when the client is garbage collected."""
+        client = self._client()
+        if client is not None:
+            self._undo.append(weakref.finalize(client, release, *args))
+
+    def undo(self) -> None:
+        self.switch.on = False
+        for owner, name, wrapped in reversed(self._patched):
+            if vars(owner).get(name) is wrapped:
+                del vars(owner)[name]
+        for release in reversed(self._undo):
+            release()
+
+
+class Integration(Protocol):
+    def install(self, client: Any, installation: Installation) -> None: ...
+
+
+def instrument(client: C) -> C:
+    """Make ``client`` record every embedding and rerank call; returns the same client.
+
+    Supported: ``openai.OpenAI`` / ``AsyncOpenAI``, ``cohere.ClientV2`` / ``AsyncClientV2`` and
+    ``voyageai.Client`` / ``AsyncClient``. Instrumenting a client twice changes nothing.
+    """
+    with _lock:
+        if is_instrumented(client):
+            return client
+        integration = _integration(client)
+        installation = Installation(client)
+        try:
+            integration.install(client, installation)
+        except BaseException:
+            installation.undo()
+            raise
+        vars(client)[_RECORD] = installation
+    return client
+
+
+def uninstrument(client: C) -> C:
+    """Undo ``instrument``; a client that is not instrumented is returned unchanged."""
+    with _lock:
+        installation = vars(client).pop(_RECORD, None) if hasattr(client, "__dict__") else None
+        if isinstance(installation, Installation):
+            installation.undo()
+    return client
+
+
+def is_instrumented(client: object) -> bool:
+    """Whether ``instrument`` is in effect on ``client``."""
+    return isinstance(getattr(client, "__dict__", {}).get(_RECORD), Installation)
+
+
+def _integration(client: object) -> Integration:
+    for klass in type(client).__mro__:
+        package = klass.__module__.split(".", 1)[0]
+        if package in _INTEGRATIONS:
+            module: Integration = importlib.import_module(_INTEGRATIONS[package])
+            return module
+    raise TypeError(
+        "spanledger.instrument supports openai.OpenAI/AsyncOpenAI, cohere.ClientV2/AsyncClientV2 "
+        f"and voyageai.Client/AsyncClient, not {type(client).__qualname__}"
+    )

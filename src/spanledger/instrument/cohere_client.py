@@ -1,0 +1,139 @@
+"""``cohere.ClientV2`` / ``AsyncClientV2``: ``embed`` and ``rerank``, recorded as ``cohere``.
+
+Usage is read from the raw JSON body (``meta.billed_units``) as the SDK decodes it, through
+hooks on the SDK's own httpx client. The SDK's typed result is not trusted for figures: it
+turns ``search_units: 1`` into ``1.0`` and an absent figure into ``None``. The v1 ``Client``
+is not supported: its ``embed`` splits work over a thread pool the hooks cannot follow.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import cohere
+
+from spanledger.instrument._capture import MethodSpec
+from spanledger.instrument._facts import (
+    EmbedFacts,
+    Figures,
+    RerankFacts,
+    given,
+    input_texts,
+    positive_int,
+    server_of,
+    text_or_none,
+    utf8_length,
+)
+from spanledger.instrument._registry import Installation
+from spanledger.instrument._wire import BILLING, embedding_figures, rerank_figures
+
+__all__ = ["install"]
+
+Server = tuple[str | None, int | None]
+_EMBED_EXTRAS = ("max_tokens", "embedding_types", "truncate", "priority")
+_RERANK_EXTRAS = ("max_tokens_per_doc", "relevant_spans", "priority")
+
+
+def install(client: Any, installation: Installation) -> None:
+    if isinstance(client, cohere.AsyncClientV2):
+        installation.is_async = True
+    elif not isinstance(client, cohere.ClientV2):
+        raise TypeError(
+            "spanledger.instrument supports cohere.ClientV2 and AsyncClientV2, "
+            f"not {type(client).__qualname__}"
+        )
+    wrapper = client._client_wrapper
+    server = server_of(wrapper.get_base_url())
+    installation.wrap(
+        client,
+        "embed",
+        MethodSpec(
+            facts=partial(_embed_facts, server),
+            read=_read_embed,
+            shape=_width,
+            route="/v2/embed",
+        ),
+    )
+    installation.wrap(
+        client,
+        "rerank",
+        MethodSpec(
+            facts=partial(_rerank_facts, server),
+            read=_read_rerank,
+            shape=lambda result: len(result.results),
+            route="/v2/rerank",
+        ),
+    )
+    installation.hook(wrapper.httpx_client.httpx_client)
+
+
+def _model(kwargs: dict[str, Any]) -> str | None:
+    model = kwargs.get("model")
+    return model if type(model) is str and model else None
+
+
+def _embed_facts(
+    server: Server, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> EmbedFacts | None:
+    model = _model(kwargs)
+    if model is None:
+        return None
+    texts = kwargs.get("texts")
+    if given(texts):
+        count, inputs = input_texts(texts)
+    else:
+        others = next((kwargs[k] for k in ("inputs", "images") if given(kwargs.get(k))), ())
+        count, inputs = input_texts(others)[0], None
+    input_type = text_or_none(kwargs.get("input_type"))
+    params: dict[str, Any] = {"input_type": input_type} if input_type else {}
+    if given(kwargs.get("output_dimension")):
+        params["dimensions"] = kwargs["output_dimension"]
+    return EmbedFacts(
+        provider="cohere",
+        model=model,
+        input_count=count,
+        inputs=inputs,
+        input_type=input_type,
+        request_params=params,
+        extras={key: kwargs[key] for key in _EMBED_EXTRAS if given(kwargs.get(key))},
+        server_address=server[0],
+        server_port=server[1],
+        billing=BILLING["cohere", "embeddings"],
+    )
+
+
+def _rerank_facts(
+    server: Server, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> RerankFacts | None:
+    model = _model(kwargs)
+    if model is None:
+        return None
+    query = kwargs.get("query")
+    count, documents = input_texts(kwargs.get("documents"))
+    return RerankFacts(
+        provider="cohere",
+        model=model,
+        query_length=utf8_length(query) if type(query) is str else 0,
+        document_count=count,
+        query=query if type(query) is str else None,
+        documents=documents,
+        top_k=positive_int(kwargs.get("top_n")),
+        extras={key: kwargs[key] for key in _RERANK_EXTRAS if given(kwargs.get(key))},
+        server_address=server[0],
+        server_port=server[1],
+        billing=BILLING["cohere", "rerank"],
+    )
+
+
+def _read_embed(payload: object, facts: object) -> Figures:
+    return embedding_figures("cohere", payload)
+
+
+def _read_rerank(payload: object, facts: object) -> Figures:
+    return rerank_figures("cohere", payload)
+
+
+def _width(result: Any) -> int | None:
+    rows = result.embeddings.float_
+    return len(rows[0]) if rows else None

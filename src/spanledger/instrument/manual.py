@@ -1,0 +1,388 @@
+"""Record any embedding or rerank call by hand: a block around the call, one event per block.
+
+```python
+with spanledger.record_embedding(provider="acme", model="m", inputs=texts) as call:
+    response = my_client.embed(texts)
+    call.succeeded(vectors=response.vectors, usage={"input_tokens": response.tokens})
+```
+
+The block is the call: its start notice goes out on entry, its one event when ``succeeded``
+(or ``failed``) is called, or on exit. An exception leaving the block is recorded as the failure
+(a ``ProviderError`` keeps its category, an HTTP status error is categorised by status, anything
+else is ``provider_unavailable`` named by its class, never by its message) and propagates
+unchanged. A block that ends with neither an outcome nor an exception is recorded as failed with
+``error_type="no_outcome"`` and a warning: nothing was reported, and claiming a success would be
+inventing one. Usage is read by the figure rule: ``{"input_tokens": 12}``, ``{"search_units":
+1}``, ``EmbeddingUsage`` / ``RerankUsage`` or any object with those attributes; a malformed
+figure is not reported. With ``raw=`` (the decoded body or its JSON text) and a known vendor as
+``provider``, figures not passed explicitly are read from it by that vendor's rules. Works with
+``with`` and ``async with``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Mapping, Sequence, Sized
+from types import TracebackType
+from typing import Any, Self
+
+import structlog
+
+from spanledger import figures
+from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
+from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument
+from spanledger.instrument._errors import describe
+from spanledger.instrument._facts import (
+    CallFacts,
+    EmbedFacts,
+    Figures,
+    RerankFacts,
+    input_texts,
+    positive_int,
+    text_or_none,
+    utf8_length,
+)
+from spanledger.instrument._recording import Recording, logged
+from spanledger.instrument._wire import BILLING, VENDORS, embedding_figures, rerank_figures
+from spanledger.providers._mapping import rerank_usage
+from spanledger.recorder import Recorder, get_recorder
+
+__all__ = ["EmbeddingRecord", "RerankRecord", "record_embedding", "record_rerank"]
+
+_log = structlog.get_logger("spanledger.instrument")
+
+_NO_OUTCOME = ProviderError(
+    ErrorCategory.INVALID_RESPONSE,
+    detail="the block ended without succeeded() or failed()",
+    error_type="no_outcome",
+)
+
+
+class _Record:
+    """One block: entered once, ended by exactly one outcome."""
+
+    def __init__(self, facts: CallFacts, recorder: Recorder | None) -> None:
+        self._facts = facts
+        self._recorder = recorder
+        self._recording: Recording | None = None
+        self._entered = False
+        self._ended = False
+
+    def __enter__(self) -> Self:
+        if self._entered:
+            raise RuntimeError("a recorded call block can be entered only once")
+        self._entered = True
+        recorder = self._recorder if self._recorder is not None else get_recorder()
+        if recorder.active:
+            self._recording = Recording(recorder, self._facts)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if exc is not None:
+            self._end_failed(exc)
+            return
+        with contextlib.suppress(Exception):
+            _log.warning("recorded_call_without_outcome", operation=self._facts.operation)
+        self._end(lambda recording: recording.failed(_NO_OUTCOME))
+
+    async def __aenter__(self) -> Self:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def failed(
+        self,
+        error: BaseException | ErrorCategory | str,
+        *,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+        body: bytes | str | None = None,
+    ) -> None:
+        """End the call as failed without raising: with the exception, or with a category
+        (``"provider_rate_limit"``, ...) plus the HTTP status, ``Retry-After`` seconds and the
+        error body, which is fingerprinted, never kept."""
+        if isinstance(error, BaseException):
+            self._claim_outcome()
+            self._end_failed(error)
+            return
+        category = ErrorCategory(error)
+        self._claim_outcome()
+        raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+        status = status_code if type(status_code) is int else None
+        wait = retry_after if type(retry_after) in (int, float) else None
+        problem = ProviderError(
+            category,
+            status_code=status,
+            retry_after=float(wait) if wait is not None and wait >= 0 else None,
+            fingerprint=Fingerprint.of(raw) if raw is not None else None,
+            error_type=f"http_{status}" if status is not None else category.value,
+        )
+        self._end(lambda recording: recording.failed(problem))
+
+    def _claim_outcome(self) -> None:
+        if not self._entered:
+            raise RuntimeError("use the record as a `with` block before reporting its outcome")
+        if self._ended:
+            raise RuntimeError("this call's outcome was already reported")
+        self._ended = True
+
+    def _end_failed(self, exc: BaseException) -> None:
+        self._end(lambda recording: recording.failed(describe(exc)))
+
+    def _end_succeeded(self, reported: Callable[[], Figures]) -> None:
+        """End as a success; figures that cannot be read are not reported (and logged)."""
+        try:
+            found = reported()
+        except Exception as exc:
+            logged(exc)
+            found = Figures()
+        self._end(lambda recording: recording.succeeded(found))
+
+    def _end(self, finish: Callable[[Recording], None]) -> None:
+        recording = self._recording
+        if recording is None:
+            return
+        try:
+            finish(recording)
+        except Exception as exc:
+            logged(exc)
+
+    def _raw_figures(self, raw: object) -> Figures:
+        """Figures read from ``raw`` by the vendor's rules; nothing for an unknown vendor."""
+        provider = self._facts.provider
+        if raw is None or provider not in VENDORS:
+            return Figures()
+        payload = raw
+        try:
+            if isinstance(raw, bytes | bytearray | str):
+                payload = json.loads(raw)
+            if self._facts.operation == "embeddings":
+                return embedding_figures(provider, payload)
+            return rerank_figures(provider, payload)
+        except Exception:
+            return Figures()
+
+
+class EmbeddingRecord(_Record):
+    """The handle of a ``record_embedding`` block."""
+
+    def succeeded(
+        self,
+        *,
+        vectors: Sequence[Sequence[float]] | None = None,
+        usage: object = None,
+        response_id: object = None,
+        raw: object = None,
+        response_model: object = None,
+        dimensions: int | None = None,
+    ) -> None:
+        """End the call as a success. ``vectors`` only give the width (never recorded);
+        ``dimensions`` says it directly."""
+        self._claim_outcome()
+
+        def reported() -> Figures:
+            found = self._raw_figures(raw)
+            return Figures(
+                usage=_embedding_usage(usage) if usage is not None else found.usage,
+                response_id=figures.response_id(response_id)
+                if response_id is not None
+                else found.response_id,
+                response_model=text_or_none(response_model)
+                if response_model is not None
+                else found.response_model,
+                dimensions=positive_int(dimensions) or _width(vectors) or found.dimensions,
+            )
+
+        self._end_succeeded(reported)
+
+
+class RerankRecord(_Record):
+    """The handle of a ``record_rerank`` block."""
+
+    def succeeded(
+        self,
+        *,
+        results: Sequence[Any] | None = None,
+        usage: object = None,
+        response_id: object = None,
+        raw: object = None,
+        response_model: object = None,
+        result_count: int | None = None,
+    ) -> None:
+        """End the call as a success. ``results`` are counted (and kept for exporters that opted
+        in to payload); without them, ``result_count`` or ``raw`` must say how many came back."""
+        found = self._raw_figures(raw)
+        count = _count(results)
+        if count is None:
+            count = result_count if type(result_count) is int and result_count >= 0 else None
+        if count is None:
+            count = found.result_count
+        if count is None:
+            raise TypeError("succeeded() needs results, result_count or a raw body to count")
+        self._claim_outcome()
+
+        def reported() -> Figures:
+            return Figures(
+                usage=_rerank_usage(usage) if usage is not None else found.usage,
+                response_id=figures.response_id(response_id)
+                if response_id is not None
+                else found.response_id,
+                response_model=text_or_none(response_model)
+                if response_model is not None
+                else found.response_model,
+                result_count=count,
+                results=_scored(results),
+            )
+
+        self._end_succeeded(reported)
+
+
+def record_embedding(
+    *,
+    provider: str,
+    model: str,
+    inputs: str | Sequence[str],
+    input_type: str | None = None,
+    dimensions: int | None = None,
+    server_address: str | None = None,
+    server_port: int | None = None,
+    extras: Mapping[str, Any] | None = None,
+    recorder: Recorder | None = None,
+) -> EmbeddingRecord:
+    """A block recording one embedding call (``recorder``: the current one when ``None``)."""
+    _check_identity(provider, model)
+    count, texts = input_texts(inputs)
+    kind = text_or_none(input_type)
+    params: dict[str, Any] = {"input_type": kind} if kind else {}
+    if positive_int(dimensions) is not None:
+        params["dimensions"] = dimensions
+    facts = EmbedFacts(
+        provider=provider,
+        model=model,
+        input_count=count,
+        inputs=texts,
+        input_type=kind,
+        request_params=params,
+        extras=dict(extras or {}),
+        server_address=text_or_none(server_address),
+        server_port=positive_int(server_port),
+        billing=BILLING.get((provider, "embeddings")),
+    )
+    return EmbeddingRecord(facts, recorder)
+
+
+def record_rerank(
+    *,
+    provider: str,
+    model: str,
+    query: str,
+    documents: Sequence[str],
+    top_k: int | None = None,
+    return_documents: bool | None = None,
+    server_address: str | None = None,
+    server_port: int | None = None,
+    extras: Mapping[str, Any] | None = None,
+    recorder: Recorder | None = None,
+) -> RerankRecord:
+    """A block recording one rerank call (``recorder``: the current one when ``None``)."""
+    _check_identity(provider, model)
+    count, texts = input_texts(documents)
+    text = query if type(query) is str else None
+    facts = RerankFacts(
+        provider=provider,
+        model=model,
+        query_length=utf8_length(text) if text is not None else 0,
+        document_count=count,
+        query=text,
+        documents=texts,
+        top_k=positive_int(top_k),
+        request_params={"return_documents": return_documents}
+        if type(return_documents) is bool
+        else {},
+        extras=dict(extras or {}),
+        server_address=text_or_none(server_address),
+        server_port=positive_int(server_port),
+        billing=BILLING.get((provider, "rerank")),
+    )
+    return RerankRecord(facts, recorder)
+
+
+def _check_identity(provider: object, model: object) -> None:
+    for name, value in (("provider", provider), ("model", model)):
+        if type(value) is not str:
+            raise TypeError(f"{name} must be a string")
+        if not value:
+            raise ValueError(f"{name} must not be empty")
+
+
+def _field(value: object, name: str) -> object:
+    if isinstance(value, Mapping):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
+def _embedding_usage(value: object) -> EmbeddingUsage | None:
+    if isinstance(value, EmbeddingUsage):
+        return value
+    tokens = figures.count(_field(value, "input_tokens"))
+    return EmbeddingUsage(input_tokens=tokens) if tokens is not None else None
+
+
+def _rerank_usage(value: object) -> RerankUsage | None:
+    if isinstance(value, RerankUsage):
+        return value
+    return rerank_usage(_field(value, "search_units"), _field(value, "input_tokens"))
+
+
+def _width(vectors: object) -> int | None:
+    if not isinstance(vectors, Sequence) or isinstance(vectors, str | bytes) or not vectors:
+        return None
+    first = vectors[0]
+    if isinstance(first, Sized) and not isinstance(first, str | bytes):
+        return len(first) or None
+    return None
+
+
+def _count(results: object) -> int | None:
+    if isinstance(results, Sized) and not isinstance(results, str | bytes | Mapping):
+        return len(results)
+    return None
+
+
+def _scored(results: object) -> list[ScoredDocument] | None:
+    """The results as ``ScoredDocument``s for opted-in exporters, or ``None`` if any is
+    unreadable (they are the caller's; recording never judges them)."""
+    if not isinstance(results, Sequence) or isinstance(results, str | bytes):
+        return None
+    scored: list[ScoredDocument] = []
+    try:
+        for item in results:
+            if isinstance(item, ScoredDocument):
+                scored.append(item)
+                continue
+            document = _field(item, "document")
+            scored.append(
+                ScoredDocument(
+                    index=_field(item, "index"),
+                    relevance_score=_field(item, "relevance_score"),
+                    document=document if type(document) is str else None,
+                )
+            )
+    except Exception:
+        return None
+    return scored

@@ -1,0 +1,70 @@
+"""``openai.OpenAI`` / ``AsyncOpenAI``: ``embeddings.create``, recorded as provider ``openai``.
+
+Usage and ids are read from the raw JSON body: hooks on the client's own httpx client see each
+HTTP attempt, and the body's ``usage.prompt_tokens`` is read from the JSON the SDK decodes (the
+SDK builds its typed result without validating it, so ``"abc"`` would reach ``result.usage``).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import openai
+
+from spanledger.instrument._capture import MethodSpec
+from spanledger.instrument._facts import EmbedFacts, Figures, given, input_texts, server_of
+from spanledger.instrument._registry import Installation
+from spanledger.instrument._wire import BILLING, embedding_figures
+
+__all__ = ["install"]
+
+_EXTRAS = ("encoding_format", "user")
+
+
+def install(client: Any, installation: Installation) -> None:
+    if isinstance(client, openai.AsyncOpenAI):
+        installation.is_async = True
+    elif not isinstance(client, openai.OpenAI):
+        raise TypeError(
+            "spanledger.instrument supports openai.OpenAI and AsyncOpenAI, "
+            f"not {type(client).__qualname__}"
+        )
+    server = server_of(client.base_url)
+    spec = MethodSpec(
+        facts=partial(_embed_facts, server),
+        read=_read,
+        shape=_width,
+        route="/embeddings",
+    )
+    installation.wrap(client.embeddings, "create", spec)
+    installation.hook(client._client)
+
+
+def _embed_facts(
+    server: tuple[str | None, int | None], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> EmbedFacts | None:
+    model = kwargs.get("model")
+    if type(model) is not str or not model:
+        return None
+    count, texts = input_texts(kwargs.get("input"))
+    dimensions = kwargs.get("dimensions")
+    return EmbedFacts(
+        provider="openai",
+        model=model,
+        input_count=count,
+        inputs=texts,
+        request_params={"dimensions": dimensions} if given(dimensions) else {},
+        extras={key: kwargs[key] for key in _EXTRAS if given(kwargs.get(key))},
+        server_address=server[0],
+        server_port=server[1],
+        billing=BILLING["openai", "embeddings"],
+    )
+
+
+def _read(payload: object, facts: object) -> Figures:
+    return embedding_figures("openai", payload)
+
+
+def _width(result: Any) -> int | None:
+    return len(result.data[0].embedding) or None

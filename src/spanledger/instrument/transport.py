@@ -1,0 +1,217 @@
+"""An httpx transport that records the known vendors' embedding and rerank requests.
+
+```python
+client = httpx.Client(transport=spanledger.instrument.transport())
+```
+
+Each POST to a recognised endpoint (see ``_routes``) is one event: the request's JSON gives the
+model and the input counts, and the response body gives the figures by the same vendor rules
+as ``spanledger.providers``. Everything else passes through untouched. A recognised response
+is read whole before it is handed on, as a fresh response with the same status, headers and
+raw bytes, so the caller reads it exactly as before; a streamed read of such a response gets
+the bytes in one piece.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
+from spanledger.instrument._errors import describe
+from spanledger.instrument._facts import Figures
+from spanledger.instrument._recording import Recording, logged
+from spanledger.instrument._routes import Route, checked_vendors, facts_for, recognise
+from spanledger.instrument._wire import embedding_figures, rerank_figures
+from spanledger.providers._http import error_for_status
+from spanledger.recorder import get_recorder
+
+__all__ = ["AsyncRecordingTransport", "RecordingTransport", "async_transport", "transport"]
+
+_SUFFIXES = ("/embeddings", "/embed", "/rerank")
+
+
+class RecordingTransport(httpx.BaseTransport):
+    """Records vendor embedding and rerank requests sent through ``inner``."""
+
+    def __init__(
+        self, inner: httpx.BaseTransport | None = None, *, vendors: Mapping[str, str] | None = None
+    ) -> None:
+        self._inner = inner if inner is not None else httpx.HTTPTransport()
+        self._vendors = checked_vendors(vendors)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        watch = _watch(request, self._vendors)
+        if watch is None:
+            return self._inner.handle_request(request)
+        try:
+            response = self._inner.handle_request(request)
+            stream = response.stream
+            assert isinstance(stream, httpx.SyncByteStream)  # as httpx's own client requires
+            try:
+                raw = b"".join(stream)
+            finally:
+                stream.close()
+        except BaseException as exc:
+            watch.raised(exc)
+            raise
+        return watch.answered(response, raw, request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class AsyncRecordingTransport(httpx.AsyncBaseTransport):
+    """The asyncio twin of ``RecordingTransport``."""
+
+    def __init__(
+        self,
+        inner: httpx.AsyncBaseTransport | None = None,
+        *,
+        vendors: Mapping[str, str] | None = None,
+    ) -> None:
+        self._inner = inner if inner is not None else httpx.AsyncHTTPTransport()
+        self._vendors = checked_vendors(vendors)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        watch = _watch(request, self._vendors)
+        if watch is None:
+            return await self._inner.handle_async_request(request)
+        try:
+            response = await self._inner.handle_async_request(request)
+            stream = response.stream
+            assert isinstance(stream, httpx.AsyncByteStream)  # as httpx's own client requires
+            try:
+                raw = b"".join([chunk async for chunk in stream])
+            finally:
+                await stream.aclose()
+        except BaseException as exc:
+            watch.raised(exc)
+            raise
+        return watch.answered(response, raw, request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def transport(
+    inner: httpx.BaseTransport | None = None, *, vendors: Mapping[str, str] | None = None
+) -> RecordingTransport:
+    """A transport for ``httpx.Client`` recording vendor calls made through ``inner`` (a plain
+    ``httpx.HTTPTransport()`` by default). ``vendors`` maps a host or URL prefix to a vendor
+    name (``openai``, ``cohere``, ``jina``, ``tei``, ``voyageai``) where guessing is not enough:
+    a self-hosted TEI, a proxy, an OpenAI-compatible server."""
+    return RecordingTransport(inner, vendors=vendors)
+
+
+def async_transport(
+    inner: httpx.AsyncBaseTransport | None = None, *, vendors: Mapping[str, str] | None = None
+) -> AsyncRecordingTransport:
+    """``transport`` for ``httpx.AsyncClient``."""
+    return AsyncRecordingTransport(inner, vendors=vendors)
+
+
+class _Watch:
+    """One recognised request's recording."""
+
+    __slots__ = ("recording", "request_body", "route")
+
+    def __init__(self, recording: Recording, route: Route, request_body: dict[str, Any]) -> None:
+        self.recording = recording
+        self.route = route
+        self.request_body = request_body
+
+    def raised(self, exc: BaseException) -> None:
+        try:
+            self.recording.failed(describe(exc))
+        except Exception as failure:
+            logged(failure)
+
+    def answered(
+        self, response: httpx.Response, raw: bytes, request: httpx.Request
+    ) -> httpx.Response:
+        """Record the outcome; hand the caller the same status, headers and raw bytes."""
+        try:
+            self._record(response.status_code, response.headers, raw)
+        except Exception as exc:
+            logged(exc)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=httpx.ByteStream(raw),
+            extensions=response.extensions,
+            request=request,
+        )
+
+    def _record(self, status: int, headers: httpx.Headers, raw: bytes) -> None:
+        body = _decoded(status, headers, raw)
+        if not 200 <= status < 300:
+            self.recording.failed(
+                error_for_status(status, headers, body if body is not None else raw)
+            )
+            return
+        try:
+            payload = json.loads(body) if body is not None else None
+        except ValueError:
+            payload = None
+        if payload is None:
+            self.recording.failed(_unreadable(body if body is not None else raw, "invalid_json"))
+            return
+        found = self._figures(payload)
+        if self.route.operation == "rerank" and found.result_count is None:
+            self.recording.failed(_unreadable(body or raw, "missing_field"))
+            return
+        self.recording.succeeded(found)
+
+    def _figures(self, payload: object) -> Figures:
+        vendor = self.route.vendor
+        if self.route.operation == "rerank":
+            return rerank_figures(vendor, payload)
+        dtype = self.request_body.get("output_dtype", self.request_body.get("embedding_type"))
+        return embedding_figures(vendor, payload, float32_base64=dtype in (None, "float"))
+
+
+def _watch(request: httpx.Request, vendors: Mapping[str, str]) -> _Watch | None:
+    """A recording for ``request`` if it is a vendor call and someone is listening."""
+    if request.method != "POST" or not request.url.path.rstrip("/").endswith(_SUFFIXES):
+        return None
+    recorder = get_recorder()
+    if not recorder.active:
+        return None
+    try:
+        body = json.loads(request.content)
+    except Exception:
+        return None
+    if type(body) is not dict:
+        return None
+    try:
+        route = recognise(request.url, body, vendors)
+        if route is None:
+            return None
+        return _Watch(Recording(recorder, facts_for(route, body, request.url)), route, body)
+    except Exception as exc:
+        logged(exc)
+        return None
+
+
+def _decoded(status: int, headers: httpx.Headers, raw: bytes) -> bytes | None:
+    """The body after its content encoding, as the caller's client will see it."""
+    if "content-encoding" not in headers:
+        return raw
+    try:
+        probe = httpx.Response(status, headers=headers, stream=httpx.ByteStream(raw))
+        return probe.read()
+    except Exception:
+        return None
+
+
+def _unreadable(body: bytes, error_type: str) -> ProviderError:
+    return ProviderError(
+        ErrorCategory.INVALID_RESPONSE,
+        detail="the response body is not what this endpoint answers",
+        fingerprint=Fingerprint.of(body),
+        error_type=error_type,
+    )

@@ -1,0 +1,128 @@
+"""The instrumentation reads each vendor's figures exactly where ``spanledger.providers`` does."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from spanledger import standin
+from spanledger.instrument._facts import input_texts
+from spanledger.instrument._wire import embedding_figures, rerank_figures
+from spanledger.providers._calls import RerankCall
+from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
+from spanledger.providers.cohere import CohereEmbeddingMapping, CohereRerankMapping
+from spanledger.providers.jina import JinaEmbeddingMapping, JinaRerankMapping
+from spanledger.providers.openai import OpenAIEmbeddingMapping
+from spanledger.providers.voyage import VoyageEmbeddingMapping, VoyageRerankMapping
+
+
+def made(kind: Any, **extra: Any) -> Any:
+    return kind(model="m", base_url="http://vendor.test", api_key=None, chunk_size=None, **extra)
+
+
+EMBEDDINGS: dict[str, tuple[EmbeddingMapping, str, tuple[str, ...]]] = {
+    "openai": (
+        made(OpenAIEmbeddingMapping, query_prefix=None, document_prefix=None),
+        "/v1/embeddings",
+        ("usage", "prompt_tokens"),
+    ),
+    "cohere": (
+        made(CohereEmbeddingMapping),
+        "/v2/embed",
+        ("meta", "billed_units", "input_tokens"),
+    ),
+    "jina": (made(JinaEmbeddingMapping), "/v1/embeddings", ("usage", "total_tokens")),
+    "voyageai": (made(VoyageEmbeddingMapping), "/v1/embeddings", ("usage", "total_tokens")),
+}
+RERANKS: dict[str, tuple[RerankMapping, str, tuple[str, ...]]] = {
+    "cohere": (made(CohereRerankMapping), "/v2/rerank", ("meta", "billed_units", "search_units")),
+    "jina": (made(JinaRerankMapping), "/v1/rerank", ("usage", "total_tokens")),
+    "voyageai": (made(VoyageRerankMapping), "/v1/rerank", ("usage", "total_tokens")),
+}
+STANDIN_VENDOR = {"voyageai": "voyage"}
+FIGURES: list[Any] = [7, 0, -5, 7.0, True, "7", "abc", None, {}, [7], "absent"]
+IDS: list[Any] = ["resp-1", "", 12, None, "absent"]
+VARIANTS = [(figure, "resp-1") for figure in FIGURES] + [(7, rid) for rid in IDS[1:]]
+
+
+def body(vendor: str, route: str, request: dict[str, Any]) -> Any:
+    status, payload, _ = standin._ROUTES[(STANDIN_VENDOR.get(vendor, vendor), route)](request, "m")
+    assert status == 200
+    return payload
+
+
+def varied(payload: Any, path: tuple[str, ...], value: Any) -> Any:
+    changed = copy.deepcopy(payload)
+    node = changed
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    if value == "absent":
+        node.pop(path[-1], None)
+    else:
+        node[path[-1]] = value
+    return changed
+
+
+@pytest.mark.parametrize("vendor", EMBEDDINGS)
+@pytest.mark.parametrize(("figure", "response_id"), VARIANTS)
+def test_embedding_figures_match_the_provider_mapping(
+    vendor: str, figure: Any, response_id: Any
+) -> None:
+    mapping, route, path = EMBEDDINGS[vendor]
+    texts = ["one", "two"]
+    payload = body(vendor, route, {"input": texts, "texts": texts})
+    payload = varied(varied(payload, path, figure), ("id",), response_id)
+
+    part = mapping.parse(payload, len(texts))
+    found = embedding_figures(vendor, payload)
+
+    assert found.usage == part.usage
+    assert found.response_id == part.response_id
+    assert found.response_model == part.model
+    assert found.dimensions == len(part.vectors[0])
+
+
+@pytest.mark.parametrize("vendor", RERANKS)
+@pytest.mark.parametrize(("figure", "response_id"), VARIANTS)
+def test_rerank_figures_match_the_provider_mapping(
+    vendor: str, figure: Any, response_id: Any
+) -> None:
+    mapping, route, path = RERANKS[vendor]
+    documents = ["one", "two", "three"]
+    payload = body(vendor, route, {"query": "q", "documents": documents})
+    payload = varied(varied(payload, path, figure), ("id",), response_id)
+
+    part = mapping.parse(payload, RerankCall("q", documents), len(documents))
+    found = rerank_figures(vendor, payload)
+
+    assert found.usage == part.usage
+    assert found.response_id == part.response_id
+    assert found.response_model == part.model
+    assert found.result_count == len(part.results)
+
+
+def test_a_base64_float32_vector_width_is_read_without_decoding() -> None:
+    payload = body("openai", "/v1/embeddings", {"input": ["x"], "encoding_format": "base64"})
+
+    assert embedding_figures("openai", payload).dimensions == standin.DEFAULT_DIMENSIONS
+    assert embedding_figures("openai", payload, float32_base64=False).dimensions is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("one", (1, ["one"])),
+        (["a", "b"], (2, ["a", "b"])),
+        (("a",), (1, ["a"])),
+        ([1, 2, 3], (1, None)),
+        ([[1, 2], [3]], (2, None)),
+        (["a", 1], (2, None)),
+        ([], (0, [])),
+        (None, (0, None)),
+        (b"bytes", (0, None)),
+    ],
+)
+def test_inputs_are_counted_as_the_vendors_count_them(value: object, expected: object) -> None:
+    assert input_texts(value) == expected
