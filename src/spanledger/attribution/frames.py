@@ -14,12 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import total_ordering
+from operator import attrgetter
 
 from spanledger.estimates import token_cost
 
 __all__ = ["FrameId", "ProviderUsage", "ServedFrame", "UsageReport", "token_cost"]
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_COST = attrgetter("token_cost")
 
 
 @total_ordering
@@ -114,7 +116,7 @@ class ProviderUsage:
     def is_consistent(self) -> bool:
         """The counts and the cost re-sum from the line items."""
         return self.frames_served == len(self.served_frames) and self.token_cost == sum(
-            frame.token_cost for frame in self.served_frames
+            map(_COST, self.served_frames)
         )
 
 

@@ -82,8 +82,11 @@ class AttributionReport:
     @cached_property
     def _costs(self) -> dict[FrameId, int]:
         """Each billed frame's cost (the first line item naming it)."""
-        frames = [served for row in self.usage.providers for served in row.served_frames]
-        return {served.frame: served.token_cost for served in reversed(frames)}
+        return {
+            served.frame: served.token_cost
+            for row in reversed(self.usage.providers)
+            for served in reversed(row.served_frames)
+        }
 
     @cached_property
     def _analysis(self) -> _Analysis:
