@@ -71,7 +71,7 @@ class SpendReport:
             + (", ".join(f"{amount:f} {currency}" for currency, amount in spend.items()) or "none")
         )
         lines.append("")
-        header = f"{'provider':<10} {'model':<36} {'status':<11} {'calls':>6} {'amount':>14} "
+        header = f"{'provider':<10} {'model':<36} {'status':<11} {'calls':>6} {'amount':>18} "
         header += f"{'tokens':>10} {'units':>7}"
         lines.append(header)
         for (provider, model, status, currency), group in sorted(
@@ -83,7 +83,7 @@ class SpendReport:
                 else "unknown"
             )
             lines.append(
-                f"{provider:<10} {model:<36} {status:<11} {group.calls:>6} {amount:>14} "
+                f"{provider:<10} {model:<36} {status:<11} {group.calls:>6} {amount:>18} "
                 f"{group.input_tokens:>10} {group.search_units:>7}"
             )
         if self.unpriced_models:
