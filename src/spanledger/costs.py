@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from spanledger.events import Event
 
-__all__ = ["CostCode", "CostLine", "CostStatus", "Pricer"]
+__all__ = [
+    "CHARGED_STATUSES",
+    "KNOWN_STATUSES",
+    "NOT_PRICED_STATUSES",
+    "CostCode",
+    "CostLine",
+    "CostStatus",
+    "Pricer",
+]
 
 
 class CostStatus(StrEnum):
@@ -26,6 +34,14 @@ class CostStatus(StrEnum):
     UNPRICED = "unpriced"
     UNMETERED = "unmetered"
     NOT_BILLED = "not_billed"
+
+
+CHARGED_STATUSES = frozenset({CostStatus.PRICED, CostStatus.ESTIMATED})
+"""Statuses whose amount is a charge (exporters render it as ``gen_ai.usage.cost``)."""
+KNOWN_STATUSES = CHARGED_STATUSES | {CostStatus.NOT_BILLED}
+"""Statuses whose amount is the whole cost of the call."""
+NOT_PRICED_STATUSES = frozenset({CostStatus.UNPRICED, CostStatus.UNMETERED})
+"""Statuses that are counted, logged and alerted on: the amount is not known."""
 
 
 class CostCode(StrEnum):
@@ -59,7 +75,7 @@ class CostLine:
     @property
     def is_known(self) -> bool:
         """Whether ``amount`` is the whole cost (priced, estimated or not billed)."""
-        return self.status in (CostStatus.PRICED, CostStatus.ESTIMATED, CostStatus.NOT_BILLED)
+        return self.status in KNOWN_STATUSES
 
 
 @runtime_checkable

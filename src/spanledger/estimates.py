@@ -18,6 +18,7 @@ __all__ = [
     "estimate_embedding_usage",
     "estimate_rerank_usage",
     "token_cost",
+    "utf8_bytes",
 ]
 
 ABANDONED_ERROR_TYPES = frozenset(
@@ -28,16 +29,21 @@ ABANDONED_ERROR_TYPES = frozenset(
 _SEARCH_UNIT_DOCUMENTS = 100
 
 
+def utf8_bytes(text: str) -> int:
+    """UTF-8 byte length; a lone surrogate counts as the 3 bytes it would take."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def token_cost(text: str) -> int:
     """The accounting unit: ``ceil(utf8_bytes / 4)``."""
-    return math.ceil(len(text.encode("utf-8", "surrogatepass")) / 4)
+    return math.ceil(utf8_bytes(text) / 4)
 
 
 def estimate_embedding_usage(billing: str | None, inputs: Sequence[str]) -> EmbeddingUsage | None:
     """Estimated input tokens for an abandoned embedding call, if the vendor bills tokens."""
     if billing != "tokens":
         return None
-    total = sum(len(text.encode("utf-8", "surrogatepass")) for text in inputs)
+    total = sum(map(utf8_bytes, inputs))
     return EmbeddingUsage(input_tokens=math.ceil(total / 4))
 
 
@@ -52,9 +58,7 @@ def estimate_rerank_usage(
     if billing == "search_units":
         return RerankUsage(search_units=math.ceil(len(documents) / _SEARCH_UNIT_DOCUMENTS))
     if billing == "tokens":
-        query_bytes = len(query.encode("utf-8", "surrogatepass"))
-        total = sum(
-            query_bytes + len(document.encode("utf-8", "surrogatepass")) for document in documents
-        )
+        query_bytes = utf8_bytes(query)
+        total = sum(query_bytes + utf8_bytes(document) for document in documents)
         return RerankUsage(input_tokens=math.ceil(total / 4))
     return None

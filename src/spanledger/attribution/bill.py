@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from spanledger.attribution.uses import AttributionReport
-from spanledger.costs import CostLine, CostStatus, Pricer
+from spanledger.costs import KNOWN_STATUSES, CostLine, Pricer
 from spanledger.events import (
     AttributionRecord,
     EmbeddingEvent,
@@ -23,8 +23,6 @@ from spanledger.events import (
 )
 
 __all__ = ["RequestReport"]
-
-_KNOWN = (CostStatus.PRICED, CostStatus.ESTIMATED, CostStatus.NOT_BILLED)
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,7 @@ class RequestReport:
         for line in self.cost_lines:
             status = line.status.value if line is not None else "no_price_table"
             counts[status] = counts.get(status, 0) + 1
-            known = line is not None and line.status in _KNOWN
+            known = line is not None and line.status in KNOWN_STATUSES
             running = amounts.get(status, Decimal(0))
             amounts[status] = (
                 running + (line.amount or Decimal(0))
@@ -99,7 +97,9 @@ class RequestReport:
     def spend(self) -> tuple[Decimal | None, str | None, str | None]:
         """(amount, currency, what is unknown): the amount only when every call is known and
         in one currency."""
-        unknown = [line for line in self.cost_lines if line is None or line.status not in _KNOWN]
+        unknown = [
+            line for line in self.cost_lines if line is None or line.status not in KNOWN_STATUSES
+        ]
         currencies = {line.currency for line in self.cost_lines if line and line.currency}
         if unknown:
             parts: dict[str, int] = {}

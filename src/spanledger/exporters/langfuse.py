@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from spanledger.costs import CostStatus
+from spanledger.costs import CHARGED_STATUSES
 from spanledger.events import (
     AttributionRecord,
     CallStarted,
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
     from spanledger.exporters.delivery import CountingSpanExporter, DeliveryStats
 
 __all__ = ["LangfuseExporter", "observation_fields"]
-
-_CHARGED = frozenset({CostStatus.PRICED, CostStatus.ESTIMATED})
 _TRACES_KEPT = 10_000
 
 
@@ -101,7 +99,7 @@ def observation_fields(event: Event) -> dict[str, Any]:
         metadata["cost_status"] = event.cost.status.value
         if event.cost.code is not None:
             metadata["cost_reason"] = event.cost.code.value
-        if event.cost.amount is not None and event.cost.status in _CHARGED:
+        if event.cost.amount is not None and event.cost.status in CHARGED_STATUSES:
             fields["cost_details"] = {"total": float(event.cost.amount)}
             metadata["cost_currency"] = event.cost.currency
     fields["metadata"] = metadata

@@ -21,7 +21,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from spanledger.costs import CostLine, CostStatus
+from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine
 from spanledger.events import (
     AttributionRecord,
     CallStarted,
@@ -57,8 +57,6 @@ TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4
                  16777216, 67108864)  # fmt: skip
 
 _SCOPE = "spanledger"
-_CHARGED = frozenset({CostStatus.PRICED, CostStatus.ESTIMATED})
-_UNPRICED = frozenset({CostStatus.UNPRICED, CostStatus.UNMETERED})
 _PAYLOAD_ATTRIBUTES = {
     "inputs": "spanledger.embedding.inputs",
     "query": "spanledger.rerank.query",
@@ -149,11 +147,11 @@ def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, An
 def cost_attributes(line: CostLine) -> dict[str, Any]:
     """``gen_ai.usage.cost`` only when the amount is known and was charged; the status always."""
     attributes: dict[str, Any] = {"spanledger.cost.status": line.status.value}
-    if line.amount is not None and line.status in _CHARGED:
+    if line.amount is not None and line.status in CHARGED_STATUSES:
         attributes["gen_ai.usage.cost"] = float(line.amount)
         if line.currency:
             attributes["spanledger.cost.currency"] = line.currency
-    if line.code is not None and line.status in _UNPRICED:
+    if line.code is not None and line.status in NOT_PRICED_STATUSES:
         attributes["spanledger.cost.reason"] = line.code.value
     return attributes
 
@@ -242,7 +240,7 @@ class _Instruments:
 
     def _record_cost(self, event: Event, line: CostLine) -> None:
         base = {"gen_ai.provider.name": event.provider, "gen_ai.request.model": event.model}
-        if line.status in _CHARGED and line.amount is not None:
+        if line.status in CHARGED_STATUSES and line.amount is not None:
             self.cost.add(
                 float(line.amount),
                 {
@@ -251,7 +249,7 @@ class _Instruments:
                     "spanledger.cost.status": line.status.value,
                 },
             )
-        elif line.status in _UNPRICED:
+        elif line.status in NOT_PRICED_STATUSES:
             reason = line.code.value if line.code is not None else line.status.value
             self.unpriced.add(1, {**base, "spanledger.cost.reason": reason})
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 
 import httpx
 
+from spanledger.estimates import utf8_bytes as utf8_length
 from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument
 
 __all__ = [
@@ -84,11 +85,6 @@ def given(value: object) -> bool:
     if value is None or value is Ellipsis:
         return False
     return type(value).__name__ not in ("Omit", "NotGiven")
-
-
-def utf8_length(text: str) -> int:
-    """UTF-8 byte length; a lone surrogate counts as the 3 bytes it would take."""
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def text_or_none(value: object) -> str | None:

@@ -16,7 +16,7 @@ from os import PathLike
 
 import structlog
 
-from spanledger.costs import CostCode, CostLine, CostStatus
+from spanledger.costs import NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
 from spanledger.events import (
     EmbeddingEvent,
     EmbeddingFailedEvent,
@@ -31,14 +31,13 @@ __all__ = ["Ledger", "price_usage"]
 
 _log = structlog.get_logger("spanledger.ledger")
 _warned: set[tuple[str, str, str]] = set()
-_NOT_PRICED = frozenset({CostStatus.UNPRICED, CostStatus.UNMETERED})
 _ZERO = Decimal(0)
 _SUCCESS = (EmbeddingEvent, RerankEvent)
 _warned_lock = threading.Lock()
 
 
 def _warn_once(provider: str, model: str, line: CostLine) -> None:
-    if line.status not in _NOT_PRICED:
+    if line.status not in NOT_PRICED_STATUSES:
         return
     key = (provider, model, line.code.value if line.code else line.status.value)
     with _warned_lock:
@@ -172,6 +171,6 @@ class Ledger:
                 f"the {kind} call failed ({event.error_category.value}) before the provider "
                 "could bill it"
             )
-        if self._warn and line.status in _NOT_PRICED:
+        if self._warn and line.status in NOT_PRICED_STATUSES:
             _warn_once(event.provider, event.model, line)
         return line

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from spanledger.costs import CostCode, CostLine, CostStatus
+from spanledger.costs import KNOWN_STATUSES, NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
 from spanledger.events import Event
 from spanledger.ledger.pricing import Ledger
 from spanledger.ledger.totals import Totals
@@ -94,11 +94,7 @@ class SpendReport:
         return "\n".join(lines)
 
 
-_AMOUNT_STATUSES = {
-    CostStatus.PRICED.value,
-    CostStatus.ESTIMATED.value,
-    CostStatus.NOT_BILLED.value,
-}
+_AMOUNT_STATUSES = frozenset(status.value for status in KNOWN_STATUSES)
 
 
 def _money(amount: Decimal) -> str:
@@ -113,7 +109,7 @@ def build_spend_report(events: Iterable[Event], ledger: Ledger | None = None) ->
         line = ledger.price(event) if ledger is not None else event.cost or _NOT_PRICED
         report.totals.add(event, line)
         report.events += 1
-        if line.status in (CostStatus.UNPRICED, CostStatus.UNMETERED):
+        if line.status in NOT_PRICED_STATUSES:
             reason = line.code.value if line.code is not None else line.status.value
             key = (event.provider, event.model, reason)
             report.unpriced_models[key] = report.unpriced_models.get(key, 0) + 1

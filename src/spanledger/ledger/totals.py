@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from spanledger.costs import CostLine, CostStatus
+from spanledger.costs import KNOWN_STATUSES, CostLine, CostStatus
 from spanledger.events import EmbeddingEvent, Event, RerankEvent
 
 __all__ = ["GroupKey", "GroupTotal", "Totals", "billed_figures"]
@@ -101,7 +101,7 @@ class Totals:
 
     def spend(self, currency: str | None = None) -> dict[str, Decimal]:
         """Known spend (priced + estimated + not billed) per currency."""
-        known = {CostStatus.PRICED.value, CostStatus.ESTIMATED.value, CostStatus.NOT_BILLED.value}
+        known = {status.value for status in KNOWN_STATUSES}
         result: dict[str, Decimal] = {}
         for key, group in self.groups.items():
             if key.status in known and key.currency and (currency in (None, key.currency)):

@@ -22,6 +22,7 @@ from spanledger.estimates import (
     ABANDONED_ERROR_TYPES,
     estimate_embedding_usage,
     estimate_rerank_usage,
+    utf8_bytes,
 )
 from spanledger.events import (
     CallStarted,
@@ -266,7 +267,7 @@ class RerankAttempt(_Attempt):
         self._emit(
             lambda: RerankEvent(
                 **self._common(call.request_params(), call.extras),
-                query_length=_utf8_length(call.query),
+                query_length=utf8_bytes(call.query),
                 document_count=len(call.documents),
                 top_k=call.top_k,
                 query=call.query,
@@ -286,9 +287,9 @@ class RerankAttempt(_Attempt):
         self._emit(
             lambda: RerankFailedEvent(
                 **self._common(call.request_params() if call else {}, call.extras if call else {}),
-                query_length=_utf8_length(call.query)
+                query_length=utf8_bytes(call.query)
                 if call
-                else (_utf8_length(query) if type(query) is str else 0),
+                else (utf8_bytes(query) if type(query) is str else 0),
                 document_count=len(call.documents) if call else _safe_len(documents),
                 top_k=call.top_k if call else (top_k if type(top_k) is int and top_k > 0 else None),
                 query=call.query if call else None,
@@ -307,11 +308,6 @@ def _abandoned(exc: BaseException) -> bool:
     """Whether the call failed after its request left (so the provider may have billed it)."""
     name = exc.error_type if isinstance(exc, ProviderError) else type(exc).__name__
     return name in ABANDONED_ERROR_TYPES
-
-
-def _utf8_length(text: str) -> int:
-    """UTF-8 byte length; a lone surrogate counts as the 3 bytes it would take."""
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _safe_len(value: object) -> int:
