@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -24,6 +25,7 @@ from spanledger.events import (
     RerankResponse,
     RerankUsage,
     ScoredDocument,
+    new_call_id,
 )
 
 SENTINEL = "SENTINEL-7f3a"
@@ -522,3 +524,24 @@ def test_response_content_is_kept_out_of_repr() -> None:
     for record in (embedding, rerank, rerank.results[0]):
         assert SENTINEL not in repr(record)
     assert "0.125" not in repr(embedding)
+
+
+def test_call_ids_are_32_hex_digits_and_do_not_repeat() -> None:
+    ids = [new_call_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids)
+    assert all(len(call_id) == 32 and int(call_id, 16) >= 0 for call_id in ids)
+
+
+def test_a_forked_child_draws_different_call_ids_from_its_parent() -> None:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its next id and leave at once
+        os.write(write_end, new_call_id().encode())
+        os._exit(0)
+    os.close(write_end)
+    parent_id = new_call_id()
+    with os.fdopen(read_end, "rb") as pipe:
+        child_id = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert len(child_id) == 32
+    assert child_id != parent_id

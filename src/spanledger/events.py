@@ -8,6 +8,7 @@ they are excluded from every default serialization and from ``repr``.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -41,6 +42,7 @@ __all__ = [
     "RerankUsage",
     "ScoredDocument",
     "SuccessEvent",
+    "new_call_id",
 ]
 
 Count = Annotated[int, Field(ge=0, strict=True)]
@@ -148,6 +150,15 @@ class RerankResponse(_Record):
                 raise ValueError("rerank results must be sorted by relevance_score, descending")
             previous = result.relevance_score
         return self
+
+
+def new_call_id() -> str:
+    """A fresh call id: 128 random bits as 32 hex digits.
+
+    Drawn from the ``random`` module, as OTel's own id generator does (it is reseeded in forked
+    children): ``os.urandom`` is a system call that also releases the GIL on every call.
+    """
+    return f"{random.getrandbits(128):032x}"
 
 
 class CallStarted(_Record):

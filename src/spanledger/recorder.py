@@ -108,6 +108,11 @@ class Recorder:
         prices: Pricer | PriceTable | str | PathLike[str] | None = None,
     ) -> None:
         self._slots = tuple(_SinkSlot(sink, i) for i, sink in enumerate(sinks))
+        self._starters = tuple(
+            (slot, slot.start) for slot in self._slots if slot.start is not None
+        )
+        self.wants_call_started = bool(self._starters)
+        """Whether any sink takes start notices (callers skip building one otherwise)."""
         self._lock = threading.Lock()
         self.ledger: Pricer | None = None
         if isinstance(prices, Pricer):
@@ -143,11 +148,9 @@ class Recorder:
 
     def call_started(self, started: CallStarted) -> None:
         """Tell start-aware sinks that a call has begun."""
-        for slot in self._slots:
-            if slot.start is None:
-                continue
+        for slot, start in self._starters:
             try:
-                slot.start(started)
+                start(started)
             except Exception as exc:
                 self._count_failure(slot, exc, "call_started")
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine
@@ -30,6 +31,13 @@ from spanledger.events import (
     Event,
     RerankEvent,
     RerankFailedEvent,
+    RerankUsage,
+)
+from spanledger.exporters._otel_metrics import (
+    DURATION_BUCKETS,
+    SHARE_BUCKETS,
+    TOKEN_BUCKETS,
+    GenAIMetrics,
 )
 from spanledger.exporters._payload import (
     DEFAULT_PAYLOAD_CAP,
@@ -50,11 +58,6 @@ __all__ = [
     "attribution_attributes",
     "latest_semconv_requested",
 ]
-
-DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
-                    40.96, 81.92)  # fmt: skip
-TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
-                 16777216, 67108864)  # fmt: skip
 
 _SCOPE = "spanledger"
 _PAYLOAD_ATTRIBUTES = {
@@ -82,34 +85,47 @@ def _ns(moment: datetime) -> int:
     return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
-def _operation(event: Event | CallStarted) -> str:
-    if isinstance(event, CallStarted):
-        return event.operation
-    return "embeddings" if isinstance(event, EmbeddingEvent | EmbeddingFailedEvent) else "rerank"
+_EMBEDDING = (EmbeddingEvent, EmbeddingFailedEvent)
+_SUCCEEDED = (EmbeddingEvent, RerankEvent)
+_FAILED = (EmbeddingFailedEvent, RerankFailedEvent)
+
+_Opening = tuple[str, dict[str, Any]]
+"""A span's name and the attributes every call to the same endpoint and model opens with."""
 
 
-def _identity(source: Event | CallStarted) -> dict[str, Any]:
-    """Attributes known when the call starts (the sampling-relevant ones among them)."""
+def _opening(
+    operation: str, provider: str, model: str, address: str | None, port: int | None
+) -> _Opening:
     attributes: dict[str, Any] = {
-        "gen_ai.operation.name": _operation(source),
-        "gen_ai.provider.name": source.provider,
-        "gen_ai.request.model": source.model,
-        "spanledger.call_id": source.call_id,
+        "gen_ai.operation.name": operation,
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": model,
     }
-    if source.server_address:
-        attributes["server.address"] = source.server_address
-        if source.server_port is not None:
-            attributes["server.port"] = source.server_port
+    if address:
+        attributes["server.address"] = address
+        if port is not None:
+            attributes["server.port"] = port
+    return f"{operation} {model}", attributes
+
+
+def _identity(source: Event | CallStarted, opening: _Opening) -> dict[str, Any]:
+    """Attributes known when the call starts (the sampling-relevant ones among them)."""
+    attributes = {**opening[1], "spanledger.call_id": source.call_id}
     if source.request_id:
         attributes["spanledger.request_id"] = source.request_id
     return attributes
 
 
+def _event_opening(event: Event) -> _Opening:
+    operation = "embeddings" if isinstance(event, _EMBEDDING) else "rerank"
+    return _opening(operation, event.provider, event.model, event.server_address, event.server_port)
+
+
 def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, Any]:
     """Every attribute the span gets for ``event``, payload excluded (``with_identity=False``
     leaves out those already set when the span was opened)."""
-    attributes = _identity(event) if with_identity else {}
-    if isinstance(event, EmbeddingEvent | EmbeddingFailedEvent):
+    attributes = _identity(event, _event_opening(event)) if with_identity else {}
+    if isinstance(event, _EMBEDDING):
         attributes["spanledger.embedding.input_count"] = event.input_count
         if event.input_type is not None:
             attributes["spanledger.embedding.input_type"] = event.input_type
@@ -118,22 +134,23 @@ def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, An
         attributes["spanledger.rerank.document_count"] = event.document_count
         if event.top_k is not None:
             attributes["gen_ai.request.top_k"] = event.top_k
-    if isinstance(event, EmbeddingEvent | RerankEvent):
+    if isinstance(event, _SUCCEEDED):
         if event.response_model is not None:
             attributes["gen_ai.response.model"] = event.response_model
         if event.response_id is not None:
             attributes["gen_ai.response.id"] = event.response_id
-        if event.usage is not None and event.usage.input_tokens is not None:
-            attributes["gen_ai.usage.input_tokens"] = event.usage.input_tokens
-    if isinstance(event, EmbeddingEvent) and event.dimensions is not None:
-        attributes["gen_ai.embeddings.dimension.count"] = event.dimensions
-    if isinstance(event, RerankEvent):
-        attributes["spanledger.rerank.result_count"] = event.result_count
-        if event.usage is not None and event.usage.search_units is not None:
-            attributes["spanledger.usage.search_units"] = event.usage.search_units
-    if event.cost is not None:
-        attributes.update(cost_attributes(event.cost))
-    if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
+        usage = event.usage
+        if usage is not None:
+            if usage.input_tokens is not None:
+                attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
+            if isinstance(usage, RerankUsage) and usage.search_units is not None:
+                attributes["spanledger.usage.search_units"] = usage.search_units
+        if isinstance(event, EmbeddingEvent):
+            if event.dimensions is not None:
+                attributes["gen_ai.embeddings.dimension.count"] = event.dimensions
+        else:
+            attributes["spanledger.rerank.result_count"] = event.result_count
+    else:
         attributes["error.type"] = event.error_category.value
         if event.error_type:
             attributes["spanledger.error.type"] = event.error_type
@@ -141,6 +158,8 @@ def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, An
             attributes["http.response.status_code"] = event.status_code
         if event.retry_after is not None:
             attributes["spanledger.error.retry_after"] = event.retry_after
+    if event.cost is not None:
+        attributes.update(cost_attributes(event.cost))
     return attributes
 
 
@@ -154,9 +173,6 @@ def cost_attributes(line: CostLine) -> dict[str, Any]:
     if line.code is not None and line.status in NOT_PRICED_STATUSES:
         attributes["spanledger.cost.reason"] = line.code.value
     return attributes
-
-
-SHARE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 def attribution_attributes(record: AttributionRecord) -> dict[str, Any]:
@@ -181,115 +197,6 @@ def attribution_attributes(record: AttributionRecord) -> dict[str, Any]:
             record.spend_per_cited_token
         )
     return attributes
-
-
-class _Instruments:
-    """The metric instruments, created once per exporter."""
-
-    def __init__(self, meter: metrics.Meter, *, latest: bool) -> None:
-        self.duration = meter.create_histogram(
-            "gen_ai.client.operation.duration",
-            unit="s",
-            description="Duration of GenAI client operations.",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self.tokens = meter.create_histogram(
-            "gen_ai.client.token.usage",
-            unit="{token}",
-            description="Tokens the provider reported for GenAI client operations.",
-            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
-        )
-        self.embedding_duration = self.duration
-        self.embedding_tokens = self.tokens
-        if latest:
-            self.embedding_duration = meter.create_histogram(
-                "gen_ai.client.embeddings.duration",
-                unit="s",
-                description="Duration of GenAI embeddings operations.",
-                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-            )
-            self.embedding_tokens = meter.create_histogram(
-                "gen_ai.client.embeddings.operation.input_tokens",
-                unit="{token}",
-                description="Input tokens the provider billed for embeddings operations.",
-                explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
-            )
-        self.latest = latest
-        self._attribute_cache: dict[tuple[str, str, str, str | None, bool], dict[str, Any]] = {}
-        self.search_units = meter.create_counter(
-            "spanledger.rerank.search_units",
-            unit="{search_unit}",
-            description="Search units the provider reported for rerank calls.",
-        )
-        self.cost = meter.create_counter(
-            "spanledger.cost",
-            unit="1",
-            description="Spend on priced and estimated calls, in the price table's currency.",
-        )
-        self.cited_share = meter.create_histogram(
-            "spanledger.attribution.cited_token_share",
-            unit="1",
-            description="Share of rendered context tokens that the answer cited, per request.",
-            explicit_bucket_boundaries_advisory=SHARE_BUCKETS,
-        )
-        self.unpriced = meter.create_counter(
-            "spanledger.cost.unpriced",
-            unit="{call}",
-            description="Calls whose usage could not be priced (unpriced or unmetered).",
-        )
-
-    def _record_cost(self, event: Event, line: CostLine) -> None:
-        base = {"gen_ai.provider.name": event.provider, "gen_ai.request.model": event.model}
-        if line.status in CHARGED_STATUSES and line.amount is not None:
-            self.cost.add(
-                float(line.amount),
-                {
-                    **base,
-                    "spanledger.cost.currency": line.currency or "",
-                    "spanledger.cost.status": line.status.value,
-                },
-            )
-        elif line.status in NOT_PRICED_STATUSES:
-            reason = line.code.value if line.code is not None else line.status.value
-            self.unpriced.add(1, {**base, "spanledger.cost.reason": reason})
-
-    def _attributes(self, event: Event, tokens: bool) -> dict[str, Any]:
-        """Low-cardinality metric attributes, built once per distinct combination."""
-        error = (
-            event.error_category.value
-            if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent)
-            else None
-        )
-        operation = _operation(event)
-        key = (operation, event.provider, event.model, error, tokens)
-        cached = self._attribute_cache.get(key)
-        if cached is None:
-            cached = {
-                "gen_ai.operation.name": operation,
-                "gen_ai.provider.name": event.provider,
-                "gen_ai.request.model": event.model,
-            }
-            if error is not None:
-                cached["error.type"] = error
-            if tokens and not (self.latest and operation == "embeddings"):
-                cached["gen_ai.token.type"] = "input"
-            if len(self._attribute_cache) < 10_000:
-                self._attribute_cache[key] = cached
-        return cached
-
-    def record(self, event: Event) -> None:
-        is_embedding = isinstance(event, EmbeddingEvent | EmbeddingFailedEvent)
-        duration = self.embedding_duration if is_embedding else self.duration
-        duration.record(event.latency_ms / 1000.0, self._attributes(event, tokens=False))
-        if event.cost is not None:
-            self._record_cost(event, event.cost)
-        if not isinstance(event, EmbeddingEvent | RerankEvent) or event.usage is None:
-            return
-        if event.usage.input_tokens is not None:
-            tokens = self.embedding_tokens if is_embedding else self.tokens
-            tokens.record(event.usage.input_tokens, self._attributes(event, tokens=True))
-        if isinstance(event, RerankEvent) and event.usage.search_units is not None:
-            self.search_units.add(event.usage.search_units, self._attributes(event, tokens=False))
 
 
 class OtelExporter:
@@ -321,50 +228,65 @@ class OtelExporter:
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         self._tracer = provider.get_tracer(_SCOPE, __version__)
         self._providers: list[object] = [provider]
-        self._instruments: _Instruments | None = None
+        self._metrics: GenAIMetrics | None = None
         if enable_metrics:
             meters = meter_provider if meter_provider is not None else metrics.get_meter_provider()
             latest = latest_semconv_requested() if semconv_latest is None else semconv_latest
-            self._instruments = _Instruments(meters.get_meter(_SCOPE, __version__), latest=latest)
+            self._metrics = GenAIMetrics(meters.get_meter(_SCOPE, __version__), latest=latest)
             self._providers.append(meters)
         self._owned = owned
         self._delivery = delivery
         self._on_shutdown = on_shutdown
         self.capture_payload = capture_payload
         self.payload_cap = payload_cap
-        self._live: dict[str, tuple[Span, object]] = {}
+        self._live: dict[str, tuple[Span, Context, object]] = {}
+        self._openings: dict[tuple[str, str, str, str | None, int | None], _Opening] = {}
 
     def call_started(self, started: CallStarted) -> None:
         """Open the call's span and make it current for the rest of the call."""
+        key = (
+            started.operation,
+            started.provider,
+            started.model,
+            started.server_address,
+            started.server_port,
+        )
+        opening = self._openings.get(key)
+        if opening is None:
+            opening = _opening(*key)
+            if len(self._openings) < 10_000:
+                self._openings[key] = opening
         span = self._tracer.start_span(
-            f"{started.operation} {started.model}",
+            opening[0],
             kind=SpanKind.CLIENT,
-            attributes=_identity(started),
+            attributes=_identity(started, opening),
             start_time=_ns(started.started_at),
         )
-        token = otel_context.attach(trace.set_span_in_context(span))
-        self._live[started.call_id] = (span, token)  # one dict operation: atomic
+        context = trace.set_span_in_context(span)
+        token = otel_context.attach(context)
+        self._live[started.call_id] = (span, context, token)  # one dict operation: atomic
 
     def emit(self, event: Event) -> None:
         """Finish the call's span (or render it whole, for an event with no start notice)."""
         live = self._live.pop(event.call_id, None)
         if live is not None:
-            span, token = live
+            span, context, token = live
             otel_context.detach(token)  # type: ignore[arg-type]
             end_time = None
         else:
             span = self._tracer.start_span(
-                f"{_operation(event)} {event.model}",
+                _event_opening(event)[0],
                 kind=SpanKind.CLIENT,
                 start_time=_ns(event.started_at),
             )
             end_time = _ns(event.started_at) + int(event.latency_ms * 1_000_000)
+            context = trace.set_span_in_context(span)
         try:
             self._render(span, event, with_identity=live is None)
         finally:
             span.end(end_time=end_time)
-        if self._instruments is not None:
-            self._instruments.record(event)
+        if self._metrics is not None:
+            self._metrics.take(event, context)
 
     def _render(self, span: Span, event: Event, *, with_identity: bool) -> None:
         """Attributes, opt-in payload, and on failure the error status and exception event
@@ -375,7 +297,7 @@ class OtelExporter:
                 span.set_attribute(
                     _PAYLOAD_ATTRIBUTES[name], capped(json_text(value), self.payload_cap)
                 )
-        if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
+        if isinstance(event, _FAILED):
             span.set_status(Status(StatusCode.ERROR, event.error_category.value))
             span.add_event(
                 "exception",
@@ -391,16 +313,24 @@ class OtelExporter:
         span = trace.get_current_span()
         if span.is_recording():
             span.set_attributes(attribution_attributes(record))
-        if self._instruments is not None and record.cited_token_share is not None:
-            self._instruments.cited_share.record(record.cited_token_share)
+        if self._metrics is not None and record.cited_token_share is not None:
+            self._metrics.cited_share.record(record.cited_token_share)
 
     @property
     def delivery(self) -> DeliveryStats | None:
         """Spans the backend accepted and lost, when this exporter's pipeline is counted."""
         return self._delivery.stats if self._delivery is not None else None
 
+    @property
+    def pending_metrics(self) -> int:
+        """Calls whose metrics wait for the next collection or flush."""
+        return self._metrics.pending if self._metrics is not None else 0
+
     def flush(self) -> None:
-        """Push queued spans and metrics out through the providers that support it."""
+        """Record queued metrics, then push queued spans and metrics out through the providers
+        that support it."""
+        if self._metrics is not None:
+            self._metrics.drain()
         for provider in self._providers:
             force_flush = getattr(provider, "force_flush", None)
             if callable(force_flush):
@@ -411,6 +341,8 @@ class OtelExporter:
         if not self._owned:
             self.flush()
             return
+        if self._metrics is not None:
+            self._metrics.drain()
         for provider in self._providers:
             stop = getattr(provider, "shutdown", None)
             if callable(stop):

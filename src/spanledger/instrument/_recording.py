@@ -7,7 +7,6 @@ dropped, and the recorder already isolates its sinks.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from time import perf_counter
@@ -30,6 +29,7 @@ from spanledger.events import (
     RerankEvent,
     RerankFailedEvent,
     RerankUsage,
+    new_call_id,
 )
 from spanledger.instrument._facts import CallFacts, EmbedFacts, Figures, RerankFacts
 from spanledger.recorder import Recorder, current_request
@@ -50,9 +50,11 @@ class Recording:
         self._done = False
         self.started_at = datetime.now(UTC)
         self._t0 = perf_counter()
-        self.call_id = os.urandom(16).hex()
+        self.call_id = new_call_id()
         scope = current_request()
         self.request_id = scope.request_id if scope is not None else None
+        if not recorder.wants_call_started:
+            return
         try:
             started = CallStarted(
                 call_id=self.call_id,

@@ -8,7 +8,6 @@ handed to the recorder before the call returns or raises.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Generator
 from datetime import UTC, datetime
 from time import perf_counter
@@ -33,6 +32,7 @@ from spanledger.events import (
     RerankEvent,
     RerankFailedEvent,
     RerankResponse,
+    new_call_id,
 )
 from spanledger.providers._calls import EmbedCall, RerankCall
 from spanledger.providers._http import error_for_transport
@@ -142,9 +142,10 @@ class _Attempt:
         self.call_id = ""
         self.request_id: str | None = None
         if self.recorder is not None:
-            self.call_id = os.urandom(16).hex()
+            self.call_id = new_call_id()
             scope = current_request()
             self.request_id = scope.request_id if scope is not None else None
+        if self.recorder is not None and self.recorder.wants_call_started:
             self.recorder.call_started(
                 CallStarted(
                     call_id=self.call_id,

@@ -1,0 +1,255 @@
+"""GenAI metrics for the OTel exporter, taken on the call path and recorded in bulk.
+
+A synchronous OTel SDK instrument spends several microseconds on every ``record`` (attribute
+cleaning, hashing, locks), and more inside a real call, where its caches are cold: two of them
+cost more than the call's span. So a call only appends its figures to a bounded queue, and the
+queue is drained into the real instruments when the meter provider collects (through the
+callback of an observable instrument that reports nothing: the SDK runs callbacks before it
+reads the synchronous aggregations), when the exporter flushes, and a few at a time on the call
+path once the queue is full, so memory stays bounded even if nothing ever collects. A reader
+therefore sees every call that finished before it collected, exactly as with direct recording.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from opentelemetry import metrics
+from opentelemetry.context import Context
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine
+from spanledger.events import (
+    EmbeddingEvent,
+    EmbeddingFailedEvent,
+    Event,
+    RerankEvent,
+    RerankFailedEvent,
+    RerankUsage,
+)
+
+__all__ = [
+    "DURATION_BUCKETS",
+    "PENDING_LIMIT",
+    "SHARE_BUCKETS",
+    "TOKEN_BUCKETS",
+    "GenAIMetrics",
+]
+
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+                    40.96, 81.92)  # fmt: skip
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
+                 16777216, 67108864)  # fmt: skip
+SHARE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+PENDING_LIMIT = 4096
+"""Calls whose figures may wait for a collection; beyond it, calls record on their own path."""
+
+_FAILED = (EmbeddingFailedEvent, RerankFailedEvent)
+_SUCCEEDED = (EmbeddingEvent, RerankEvent)
+_EMBEDDING = (EmbeddingEvent, EmbeddingFailedEvent)
+
+_Figures = tuple[
+    bool,  # embedding (else rerank)
+    str,  # provider
+    str,  # model
+    str | None,  # error category, on failures
+    float,  # latency in milliseconds
+    int | None,  # input tokens reported
+    int | None,  # search units reported
+    CostLine | None,
+    Context | None,  # the call's context, so exemplars point at its span
+]
+
+
+def _figures(event: Event, context: Context | None) -> _Figures:
+    """The few fields the metrics need: the event itself (payload and all) is not kept."""
+    input_tokens = search_units = None
+    error = None
+    if isinstance(event, _SUCCEEDED):
+        usage = event.usage
+        if usage is not None:
+            input_tokens = usage.input_tokens
+            if isinstance(usage, RerankUsage):
+                search_units = usage.search_units
+    elif isinstance(event, _FAILED):
+        error = event.error_category.value
+    return (
+        isinstance(event, _EMBEDDING),
+        event.provider,
+        event.model,
+        error,
+        event.latency_ms,
+        input_tokens,
+        search_units,
+        event.cost,
+        context,
+    )
+
+
+class GenAIMetrics:
+    """The exporter's instruments, and the queue of calls not yet recorded into them."""
+
+    def __init__(self, meter: metrics.Meter, *, latest: bool) -> None:
+        self.latest = latest
+        self.duration = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="Duration of GenAI client operations.",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.tokens = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Tokens the provider reported for GenAI client operations.",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self.embedding_duration = self.duration
+        self.embedding_tokens = self.tokens
+        if latest:
+            self.embedding_duration = meter.create_histogram(
+                "gen_ai.client.embeddings.duration",
+                unit="s",
+                description="Duration of GenAI embeddings operations.",
+                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+            )
+            self.embedding_tokens = meter.create_histogram(
+                "gen_ai.client.embeddings.operation.input_tokens",
+                unit="{token}",
+                description="Input tokens the provider billed for embeddings operations.",
+                explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+            )
+        self.search_units = meter.create_counter(
+            "spanledger.rerank.search_units",
+            unit="{search_unit}",
+            description="Search units the provider reported for rerank calls.",
+        )
+        self.cost = meter.create_counter(
+            "spanledger.cost",
+            unit="1",
+            description="Spend on priced and estimated calls, in the price table's currency.",
+        )
+        self.unpriced = meter.create_counter(
+            "spanledger.cost.unpriced",
+            unit="{call}",
+            description="Calls whose usage could not be priced (unpriced or unmetered).",
+        )
+        self.cited_share = meter.create_histogram(
+            "spanledger.attribution.cited_token_share",
+            unit="1",
+            description="Share of rendered context tokens that the answer cited, per request.",
+            explicit_bucket_boundaries_advisory=SHARE_BUCKETS,
+        )
+        self._attribute_cache: dict[tuple[bool, str, str, str | None, bool], dict[str, Any]] = {}
+        self._pending: deque[_Figures] = deque()
+        self._drain_lock = threading.Lock()
+        self.failures = 0
+        meter.create_observable_gauge(
+            "spanledger.metrics.pending",
+            callbacks=[self._on_collect],
+            description="Reports nothing: its callback records queued calls before a collection.",
+        )
+
+    def take(self, event: Event, context: Context | None) -> None:
+        """Queue the call's figures; record a few now if the queue is full."""
+        pending = self._pending
+        pending.append(_figures(event, context))
+        if len(pending) > PENDING_LIMIT:
+            self.drain(len(pending) - PENDING_LIMIT)
+
+    def drain(self, limit: int | None = None) -> None:
+        """Record queued calls into the instruments (all of them, or at most ``limit``)."""
+        pop = self._pending.popleft
+        with self._drain_lock:
+            count = 0
+            while limit is None or count < limit:
+                try:
+                    figures = pop()
+                except IndexError:
+                    return
+                count += 1
+                try:
+                    self._record(*figures)
+                except Exception:
+                    self.failures += 1
+
+    @property
+    def pending(self) -> int:
+        """Calls whose figures are queued and not yet recorded."""
+        return len(self._pending)
+
+    def _on_collect(self, options: CallbackOptions) -> Iterable[Observation]:
+        self.drain()
+        return ()
+
+    def _attributes(
+        self, embedding: bool, provider: str, model: str, error: str | None, tokens: bool
+    ) -> dict[str, Any]:
+        """Low-cardinality metric attributes, built once per distinct combination."""
+        key = (embedding, provider, model, error, tokens)
+        cached = self._attribute_cache.get(key)
+        if cached is None:
+            operation = "embeddings" if embedding else "rerank"
+            cached = {
+                "gen_ai.operation.name": operation,
+                "gen_ai.provider.name": provider,
+                "gen_ai.request.model": model,
+            }
+            if error is not None:
+                cached["error.type"] = error
+            if tokens and not (self.latest and embedding):
+                cached["gen_ai.token.type"] = "input"
+            if len(self._attribute_cache) < 10_000:
+                self._attribute_cache[key] = cached
+        return cached
+
+    def _record(
+        self,
+        embedding: bool,
+        provider: str,
+        model: str,
+        error: str | None,
+        latency_ms: float,
+        input_tokens: int | None,
+        search_units: int | None,
+        cost: CostLine | None,
+        context: Context | None,
+    ) -> None:
+        duration = self.embedding_duration if embedding else self.duration
+        duration.record(
+            latency_ms / 1000.0,
+            self._attributes(embedding, provider, model, error, False),
+            context,
+        )
+        if input_tokens is not None:
+            tokens = self.embedding_tokens if embedding else self.tokens
+            tokens.record(
+                input_tokens, self._attributes(embedding, provider, model, None, True), context
+            )
+        if search_units is not None:
+            self.search_units.add(
+                search_units, self._attributes(embedding, provider, model, None, False), context
+            )
+        if cost is not None:
+            self._record_cost(provider, model, cost, context)
+
+    def _record_cost(
+        self, provider: str, model: str, line: CostLine, context: Context | None
+    ) -> None:
+        base = {"gen_ai.provider.name": provider, "gen_ai.request.model": model}
+        if line.status in CHARGED_STATUSES and line.amount is not None:
+            self.cost.add(
+                float(line.amount),
+                {
+                    **base,
+                    "spanledger.cost.currency": line.currency or "",
+                    "spanledger.cost.status": line.status.value,
+                },
+                context,
+            )
+        elif line.status in NOT_PRICED_STATUSES:
+            reason = line.code.value if line.code is not None else line.status.value
+            self.unpriced.add(1, {**base, "spanledger.cost.reason": reason}, context)
