@@ -205,9 +205,8 @@ def main() -> int:
     )
     spans.clear()
     for label in samples[0]:
-        print(
-            f"{label:34s} {median_of(samples, lambda r, label=label: r[label]) * 1e6:8.1f} us/call"
-        )
+        seconds = statistics.median(round_[label] for round_ in samples)
+        print(f"{label:34s} {seconds * 1e6:8.1f} us/call")
 
     def added(r: dict[str, float]) -> float:
         return r["spanledger call, OTel on"] - r["spanledger call, no recorder"]
@@ -234,8 +233,8 @@ def main() -> int:
     )
     judged = 0.0
     for label, floor in floors.items():
-        call_path = median_of(samples, lambda r, floor=floor: added(r) / floor(r))
-        total = median_of(samples, lambda r, floor=floor: added_total(r) / floor(r))
+        call_path = statistics.median(added(r) / floor(r) for r in samples)
+        total = statistics.median(added_total(r) / floor(r) for r in samples)
         target = ""
         if label == "a bare span around the call":
             judged = call_path
