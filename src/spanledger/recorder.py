@@ -108,9 +108,7 @@ class Recorder:
         prices: Pricer | PriceTable | str | PathLike[str] | None = None,
     ) -> None:
         self._slots = tuple(_SinkSlot(sink, i) for i, sink in enumerate(sinks))
-        self._starters = tuple(
-            (slot, slot.start) for slot in self._slots if slot.start is not None
-        )
+        self._starters = tuple((slot, slot.start) for slot in self._slots if slot.start is not None)
         self.wants_call_started = bool(self._starters)
         """Whether any sink takes start notices (callers skip building one otherwise)."""
         self._lock = threading.Lock()

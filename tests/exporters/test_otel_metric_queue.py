@@ -6,7 +6,9 @@ finished before the collection, once, with exemplars pointing at the call's own 
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -20,12 +22,12 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.trace import TracerProvider
 
-from spanledger import Recorder
+from spanledger import CallStarted, Recorder
 from spanledger.exporters import _otel_metrics
 from spanledger.exporters._otel_metrics import PENDING_LIMIT
 from spanledger.exporters.otel import OtelExporter
 
-from .conftest import OtelRig, Providers, embedding_event
+from .conftest import STARTED_AT, OtelRig, Providers, embedding_event
 
 DURATION = "gen_ai.client.operation.duration"
 
@@ -181,3 +183,46 @@ def test_a_recorder_without_start_aware_sinks_skips_the_start_notice() -> None:
     assert Recorder([events.append]).wants_call_started is False
     exporter = OtelExporter(tracer_provider=TracerProvider(), enable_metrics=False)
     assert Recorder([events.append, exporter]).wants_call_started is True
+
+
+def test_a_call_over_the_bound_never_waits_for_a_collection_in_progress(
+    otel: OtelRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_otel_metrics, "PENDING_LIMIT", 2)
+    metrics = otel.exporter._metrics
+    assert metrics is not None
+    emitted = threading.Event()
+
+    def emit_over_the_bound() -> None:
+        for number in range(5):
+            otel.exporter.emit(embedding_event(call_id=f"call-{number}"))
+        emitted.set()
+
+    with metrics._drain_lock:  # a collection is busy recording the queue
+        caller = threading.Thread(target=emit_over_the_bound)
+        caller.start()
+        assert emitted.wait(timeout=10), "a call blocked behind the collection"
+        assert otel.exporter.pending_metrics == 5
+    caller.join(timeout=10)
+    assert only_duration_point(otel).count == 5
+
+
+def test_a_queued_call_does_not_keep_its_span_alive(make_otel: Callable[..., OtelRig]) -> None:
+    rig = make_otel()
+    started = CallStarted(
+        call_id="call-live",
+        operation="embeddings",
+        provider="openai",
+        model="text-embedding-3-small",
+        started_at=STARTED_AT,
+        server_address="api.openai.com",
+        server_port=443,
+    )
+    rig.exporter.call_started(started)
+    span = rig.exporter._live["call-live"][0]
+    alive = weakref.ref(span)
+    del span
+    rig.exporter.emit(embedding_event(call_id="call-live"))
+    gc.collect()
+    assert rig.exporter.pending_metrics == 1
+    assert alive() is None, "the metric queue holds the span (and any payload on it)"

@@ -17,9 +17,10 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine
 from spanledger.events import (
@@ -61,12 +62,13 @@ _Figures = tuple[
     int | None,  # input tokens reported
     int | None,  # search units reported
     CostLine | None,
-    Context | None,  # the call's context, so exemplars point at its span
+    SpanContext | None,  # the call's span, so exemplars point at it
 ]
 
 
-def _figures(event: Event, context: Context | None) -> _Figures:
-    """The few fields the metrics need: the event itself (payload and all) is not kept."""
+def _figures(event: Event, span: SpanContext | None) -> _Figures:
+    """The few fields the metrics need: neither the event nor the span (payload and all) is
+    kept, only the span's identity."""
     input_tokens = search_units = None
     error = None
     if isinstance(event, _SUCCEEDED):
@@ -86,7 +88,7 @@ def _figures(event: Event, context: Context | None) -> _Figures:
         input_tokens,
         search_units,
         event.cost,
-        context,
+        span,
     )
 
 
@@ -153,28 +155,36 @@ class GenAIMetrics:
             description="Reports nothing: its callback records queued calls before a collection.",
         )
 
-    def take(self, event: Event, context: Context | None) -> None:
-        """Queue the call's figures; record a few now if the queue is full."""
+    def take(self, event: Event, span: SpanContext | None) -> None:
+        """Queue the call's figures; once the queue is full, record as many as were added,
+        unless a collection is already recording them (a call never waits for one)."""
         pending = self._pending
-        pending.append(_figures(event, context))
-        if len(pending) > PENDING_LIMIT:
-            self.drain(len(pending) - PENDING_LIMIT)
+        pending.append(_figures(event, span))
+        excess = len(pending) - PENDING_LIMIT
+        if excess > 0 and self._drain_lock.acquire(blocking=False):
+            try:
+                self._record_queued(excess)
+            finally:
+                self._drain_lock.release()
 
-    def drain(self, limit: int | None = None) -> None:
-        """Record queued calls into the instruments (all of them, or at most ``limit``)."""
-        pop = self._pending.popleft
+    def drain(self) -> None:
+        """Record every queued call into the instruments."""
         with self._drain_lock:
-            count = 0
-            while limit is None or count < limit:
-                try:
-                    figures = pop()
-                except IndexError:
-                    return
-                count += 1
-                try:
-                    self._record(*figures)
-                except Exception:
-                    self.failures += 1
+            self._record_queued(None)
+
+    def _record_queued(self, limit: int | None) -> None:
+        pop = self._pending.popleft
+        count = 0
+        while limit is None or count < limit:
+            try:
+                figures = pop()
+            except IndexError:
+                return
+            count += 1
+            try:
+                self._record(*figures)
+            except Exception:
+                self.failures += 1
 
     @property
     def pending(self) -> int:
@@ -216,8 +226,9 @@ class GenAIMetrics:
         input_tokens: int | None,
         search_units: int | None,
         cost: CostLine | None,
-        context: Context | None,
+        span: SpanContext | None,
     ) -> None:
+        context = trace.set_span_in_context(NonRecordingSpan(span)) if span is not None else None
         duration = self.embedding_duration if embedding else self.duration
         duration.record(
             latency_ms / 1000.0,

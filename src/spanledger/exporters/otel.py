@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
-from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine
@@ -78,11 +77,12 @@ def latest_semconv_requested(environ: Mapping[str, str] | None = None) -> bool:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def _ns(moment: datetime) -> int:
     """Nanoseconds since the epoch, exact to the microsecond (no float rounding)."""
-    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
+    return (moment - _EPOCH) // _MICROSECOND * 1000
 
 
 _EMBEDDING = (EmbeddingEvent, EmbeddingFailedEvent)
@@ -239,7 +239,7 @@ class OtelExporter:
         self._on_shutdown = on_shutdown
         self.capture_payload = capture_payload
         self.payload_cap = payload_cap
-        self._live: dict[str, tuple[Span, Context, object]] = {}
+        self._live: dict[str, tuple[Span, object]] = {}
         self._openings: dict[tuple[str, str, str, str | None, int | None], _Opening] = {}
 
     def call_started(self, started: CallStarted) -> None:
@@ -262,15 +262,14 @@ class OtelExporter:
             attributes=_identity(started, opening),
             start_time=_ns(started.started_at),
         )
-        context = trace.set_span_in_context(span)
-        token = otel_context.attach(context)
-        self._live[started.call_id] = (span, context, token)  # one dict operation: atomic
+        token = otel_context.attach(trace.set_span_in_context(span))
+        self._live[started.call_id] = (span, token)  # one dict operation: atomic
 
     def emit(self, event: Event) -> None:
         """Finish the call's span (or render it whole, for an event with no start notice)."""
         live = self._live.pop(event.call_id, None)
         if live is not None:
-            span, context, token = live
+            span, token = live
             otel_context.detach(token)  # type: ignore[arg-type]
             end_time = None
         else:
@@ -280,13 +279,12 @@ class OtelExporter:
                 start_time=_ns(event.started_at),
             )
             end_time = _ns(event.started_at) + int(event.latency_ms * 1_000_000)
-            context = trace.set_span_in_context(span)
         try:
             self._render(span, event, with_identity=live is None)
         finally:
             span.end(end_time=end_time)
         if self._metrics is not None:
-            self._metrics.take(event, context)
+            self._metrics.take(event, span.get_span_context())
 
     def _render(self, span: Span, event: Event, *, with_identity: bool) -> None:
         """Attributes, opt-in payload, and on failure the error status and exception event
