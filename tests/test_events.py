@@ -545,3 +545,19 @@ def test_a_forked_child_draws_different_call_ids_from_its_parent() -> None:
     os.waitpid(pid, 0)
     assert len(child_id) == 32
     assert child_id != parent_id
+
+
+def test_payload_texts_ride_on_the_event_as_the_same_list() -> None:
+    inputs = [f"passage {n}" for n in range(2048)]
+    documents = ["one", "two"]
+    assert make_embedding_event(inputs=inputs).inputs is inputs
+    assert make_rerank_event(documents=documents).documents is documents
+    assert make_embedding_event(inputs=("a", "b")).inputs == ["a", "b"]
+
+
+@pytest.mark.parametrize("bad", ["one text", {"a": 1}, 7])
+def test_payload_texts_must_be_a_list(bad: object) -> None:
+    with pytest.raises(ValidationError):
+        make_embedding_event(inputs=bad)
+    with pytest.raises(ValidationError):
+        make_rerank_event(documents=bad)

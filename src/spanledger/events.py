@@ -64,6 +64,23 @@ def _check_vectors(value: object) -> list[list[float]]:
 Vectors = Annotated[list[list[float]], PlainValidator(_check_vectors)]
 
 
+def _shallow_texts(value: object) -> list[str] | None:
+    """A payload list of texts, taken as is.
+
+    Every producer already holds texts (a provider checks its inputs before sending; the
+    instrumentation keeps them only when all are strings), so checking each item again would
+    make every event cost more with the size of the call, even when no exporter reads them.
+    """
+    if value is None or type(value) is list:
+        return value
+    if isinstance(value, tuple):
+        return list(value)
+    raise ValueError("expected a list of texts")
+
+
+PayloadTexts = Annotated[list[str] | None, PlainValidator(_shallow_texts)]
+
+
 def _finite_score(value: float) -> float:
     if value != value or value in (float("inf"), float("-inf")):
         raise ValueError("relevance_score must be finite")
@@ -210,7 +227,7 @@ class _Failed(_CallEvent):
 class _EmbeddingCall(_CallEvent):
     input_count: Count
     input_type: str | None = None
-    inputs: list[str] | None = _payload()
+    inputs: PayloadTexts = _payload()
 
 
 class _RerankCall(_CallEvent):
@@ -218,7 +235,7 @@ class _RerankCall(_CallEvent):
     document_count: Count
     top_k: int | None = Field(default=None, ge=1)
     query: str | None = _payload()
-    documents: list[str] | None = _payload()
+    documents: PayloadTexts = _payload()
 
 
 class EmbeddingEvent(_EmbeddingCall, _Succeeded):

@@ -105,9 +105,10 @@ def input_texts(value: object) -> tuple[int, list[str] | None]:
         return 1, [value]
     if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
         items = value if type(value) is list else list(value)
-        if items and all(type(item) is int for item in items):
+        kinds = set(map(type, items))  # one pass in C, whatever the size of the texts
+        if kinds == {int}:
             return 1, None
-        if all(type(item) is str for item in items):
+        if kinds <= {str}:
             return len(items), items
         return len(items), None
     return 0, None
