@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -532,6 +534,25 @@ def test_call_ids_are_32_hex_digits_and_do_not_repeat() -> None:
     assert all(len(call_id) == 32 and int(call_id, 16) >= 0 for call_id in ids)
 
 
+def test_call_ids_ignore_the_applications_own_seeding() -> None:
+    state = random.getstate()
+    try:
+        random.seed(42)
+        first = new_call_id()
+        random.seed(42)
+        second = new_call_id()
+        random.seed(42)
+        drawn = random.random()
+    finally:
+        random.setstate(state)
+    assert first != second
+    random.seed(42)
+    try:
+        assert random.random() == drawn  # and drawing ids did not move the application's stream
+    finally:
+        random.setstate(state)
+
+
 def test_a_forked_child_draws_different_call_ids_from_its_parent() -> None:
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -547,12 +568,24 @@ def test_a_forked_child_draws_different_call_ids_from_its_parent() -> None:
     assert child_id != parent_id
 
 
-def test_payload_texts_ride_on_the_event_as_the_same_list() -> None:
+def test_payload_texts_are_kept_as_they_were_when_the_call_was_recorded() -> None:
     inputs = [f"passage {n}" for n in range(2048)]
     documents = ["one", "two"]
-    assert make_embedding_event(inputs=inputs).inputs is inputs
-    assert make_rerank_event(documents=documents).documents is documents
+    embedding = make_embedding_event(inputs=inputs)
+    rerank = make_rerank_event(documents=documents)
+    inputs.clear()
+    documents.append("three")
+    assert embedding.inputs is not None
+    assert len(embedding.inputs) == 2048
+    assert rerank.documents == ["one", "two"]
     assert make_embedding_event(inputs=("a", "b")).inputs == ["a", "b"]
+
+
+def test_payload_texts_are_described_as_texts_in_the_schema() -> None:
+    schema = json.dumps(EmbeddingEvent.model_json_schema())
+    assert '"inputs"' in schema
+    inputs = EmbeddingEvent.model_json_schema()["properties"]["inputs"]
+    assert {"type": "array", "items": {"type": "string"}} in inputs["anyOf"]
 
 
 @pytest.mark.parametrize("bad", ["one text", {"a": 1}, 7])

@@ -8,6 +8,7 @@ they are excluded from every default serialization and from ``repr``.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Sequence
 from datetime import datetime
@@ -65,20 +66,23 @@ Vectors = Annotated[list[list[float]], PlainValidator(_check_vectors)]
 
 
 def _shallow_texts(value: object) -> list[str] | None:
-    """A payload list of texts, taken as is.
+    """A payload list of texts, copied but not checked item by item.
 
     Every producer already holds texts (a provider checks its inputs before sending; the
     instrumentation keeps them only when all are strings), so checking each item again would
     make every event cost more with the size of the call, even when no exporter reads them.
+    The copy (references only) keeps the event as it was if the caller reuses its list.
     """
-    if value is None or type(value) is list:
-        return value
-    if isinstance(value, tuple):
+    if value is None:
+        return None
+    if type(value) is list or isinstance(value, tuple):
         return list(value)
     raise ValueError("expected a list of texts")
 
 
-PayloadTexts = Annotated[list[str] | None, PlainValidator(_shallow_texts)]
+PayloadTexts = Annotated[
+    list[str] | None, PlainValidator(_shallow_texts, json_schema_input_type=list[str] | None)
+]
 
 
 def _finite_score(value: float) -> float:
@@ -169,13 +173,20 @@ class RerankResponse(_Record):
         return self
 
 
+# Seeded from the OS; private, so the application's own seeding never touches it. Call ids
+# only need to be unique, not unguessable.
+_ids = random.Random()  # noqa: S311
+os.register_at_fork(after_in_child=_ids.seed)
+
+
 def new_call_id() -> str:
     """A fresh call id: 128 random bits as 32 hex digits.
 
-    Drawn from the ``random`` module, as OTel's own id generator does (it is reseeded in forked
-    children): ``os.urandom`` is a system call that also releases the GIL on every call.
+    Drawn from a private generator seeded by the OS and reseeded in forked children:
+    ``os.urandom`` is a system call that also releases the GIL on every call, and the shared
+    ``random`` generator would repeat ids whenever the application seeds it.
     """
-    return f"{random.getrandbits(128):032x}"
+    return f"{_ids.getrandbits(128):032x}"
 
 
 class CallStarted(_Record):

@@ -7,6 +7,7 @@ finished before the collection, once, with exemplars pointing at the call's own 
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from spanledger.exporters import _otel_metrics
 from spanledger.exporters._otel_metrics import PENDING_LIMIT
 from spanledger.exporters.otel import OtelExporter
 
-from .conftest import STARTED_AT, OtelRig, Providers, embedding_event
+from .conftest import STARTED_AT, OtelRig, Providers, embedding_event, rerank_event
 
 DURATION = "gen_ai.client.operation.duration"
 
@@ -226,3 +227,76 @@ def test_a_queued_call_does_not_keep_its_span_alive(make_otel: Callable[..., Ote
     gc.collect()
     assert rig.exporter.pending_metrics == 1
     assert alive() is None, "the metric queue holds the span (and any payload on it)"
+
+
+def test_exporters_sharing_a_meter_provider_are_all_collected() -> None:
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    tracer_provider = TracerProvider()
+    first, second, latest = (
+        OtelExporter(tracer_provider=tracer_provider, meter_provider=meter_provider),
+        OtelExporter(tracer_provider=tracer_provider, meter_provider=meter_provider),
+        OtelExporter(
+            tracer_provider=tracer_provider, meter_provider=meter_provider, semconv_latest=True
+        ),
+    )
+    first.emit(embedding_event(call_id="call-1"))
+    second.emit(embedding_event(call_id="call-2"))
+    second.emit(embedding_event(call_id="call-3"))
+    latest.emit(rerank_event(call_id="call-4"))
+
+    assert duration_count(reader.get_metrics_data()) == 4
+    assert (first.pending_metrics, second.pending_metrics, latest.pending_metrics) == (0, 0, 0)
+
+
+def test_a_drain_ends_even_while_calls_keep_coming(
+    otel: OtelRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    metrics = otel.exporter._metrics
+    assert metrics is not None
+    for number in range(10):
+        otel.exporter.emit(embedding_event(call_id=f"call-{number}"))
+    real_record: Callable[..., None] = metrics._record
+
+    arrived: list[object] = []
+
+    def record_while_another_call_finishes(*figures: Any) -> None:
+        real_record(*figures)
+        if len(arrived) < 1_000:  # bounded, so a drain that never ends fails instead of hanging
+            arrived.append(figures)
+            metrics._pending.append(figures)
+
+    monkeypatch.setattr(metrics, "_record", record_while_another_call_finishes)
+    metrics.drain()
+    assert otel.exporter.pending_metrics == 10  # the ten that arrived during the drain wait
+
+
+def test_one_call_records_at_most_a_small_batch_of_the_backlog(
+    otel: OtelRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_otel_metrics, "PENDING_LIMIT", 2)
+    metrics = otel.exporter._metrics
+    assert metrics is not None
+    with metrics._drain_lock:  # a collection is busy while a backlog builds up
+        for number in range(100):
+            otel.exporter.emit(embedding_event(call_id=f"call-{number}"))
+    assert otel.exporter.pending_metrics == 100
+    otel.exporter.emit(embedding_event(call_id="call-next"))
+    assert otel.exporter.pending_metrics == 101 - 64
+
+
+def test_a_forked_child_does_not_inherit_the_parents_queue(otel: OtelRig) -> None:
+    for number in range(3):
+        otel.exporter.emit(embedding_event(call_id=f"call-{number}"))
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its queue and leave at once
+        os.write(write_end, str(otel.exporter.pending_metrics).encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        seen_in_child = int(pipe.read().decode())
+    os.waitpid(pid, 0)
+    assert seen_in_child == 0
+    assert otel.exporter.pending_metrics == 3
+    assert only_duration_point(otel).count == 3

@@ -8,15 +8,25 @@ callback of an observable instrument that reports nothing: the SDK runs callback
 reads the synchronous aggregations), when the exporter flushes, and a few at a time on the call
 path once the queue is full, so memory stays bounded even if nothing ever collects. A reader
 therefore sees every call that finished before it collected, exactly as with direct recording.
+
+Exporters on one meter share one queue and one set of instruments (the SDK hands them the same
+meter and the same instruments anyway); each queue's hook has a name of its own, since the SDK
+keeps only the first callback registered under a name. A forked child starts with empty queues:
+what the parent queued is the parent's to record.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+import structlog
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -38,6 +48,7 @@ __all__ = [
     "SHARE_BUCKETS",
     "TOKEN_BUCKETS",
     "GenAIMetrics",
+    "metrics_for",
 ]
 
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
@@ -48,6 +59,38 @@ SHARE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 PENDING_LIMIT = 4096
 """Calls whose figures may wait for a collection; beyond it, calls record on their own path."""
+
+_CALL_PATH_BATCH = 64
+"""The most queued calls one call records on its own path (it never records more than that)."""
+
+_log = structlog.get_logger("spanledger.exporters.otel")
+_hook_numbers = itertools.count(1)
+_live_queues: weakref.WeakSet[GenAIMetrics] = weakref.WeakSet()
+_shared: weakref.WeakKeyDictionary[metrics.Meter, dict[bool, GenAIMetrics]] = (
+    weakref.WeakKeyDictionary()
+)
+_shared_lock = threading.Lock()
+
+
+def metrics_for(meter: metrics.Meter, *, latest: bool) -> GenAIMetrics:
+    """The instruments and queue of ``meter`` (created on first use, then shared)."""
+    with _shared_lock:
+        try:
+            by_naming = _shared.setdefault(meter, {})
+        except TypeError:  # a meter that cannot be weakly referenced: nothing to share by
+            return GenAIMetrics(meter, latest=latest)
+        found = by_naming.get(latest)
+        if found is None:
+            found = by_naming[latest] = GenAIMetrics(meter, latest=latest)
+        return found
+
+
+def _after_fork_in_child() -> None:
+    for queue in list(_live_queues):
+        queue.forget_inherited()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _FAILED = (EmbeddingFailedEvent, RerankFailedEvent)
 _SUCCEEDED = (EmbeddingEvent, RerankEvent)
@@ -149,42 +192,57 @@ class GenAIMetrics:
         self._pending: deque[_Figures] = deque()
         self._drain_lock = threading.Lock()
         self.failures = 0
+        self._logged_failures: set[str] = set()
+        _live_queues.add(self)
         meter.create_observable_gauge(
-            "spanledger.metrics.pending",
+            f"spanledger.metrics.pending.{next(_hook_numbers)}",
             callbacks=[self._on_collect],
             description="Reports nothing: its callback records queued calls before a collection.",
         )
 
     def take(self, event: Event, span: SpanContext | None) -> None:
-        """Queue the call's figures; once the queue is full, record as many as were added,
-        unless a collection is already recording them (a call never waits for one)."""
+        """Queue the call's figures; once the queue is full, record a few, unless a collection
+        is recording them already (a call never waits for one)."""
         pending = self._pending
         pending.append(_figures(event, span))
         excess = len(pending) - PENDING_LIMIT
         if excess > 0 and self._drain_lock.acquire(blocking=False):
             try:
-                self._record_queued(excess)
+                self._record_queued(min(excess, _CALL_PATH_BATCH))
             finally:
                 self._drain_lock.release()
 
     def drain(self) -> None:
-        """Record every queued call into the instruments."""
+        """Record the calls queued now (calls that finish meanwhile wait for the next drain,
+        so a drain ends even while calls keep coming)."""
         with self._drain_lock:
-            self._record_queued(None)
+            self._record_queued(len(self._pending))
 
-    def _record_queued(self, limit: int | None) -> None:
+    def forget_inherited(self) -> None:
+        """In a forked child: drop the parent's queued calls and its lock's state."""
+        self._pending.clear()
+        self._drain_lock = threading.Lock()
+
+    def _record_queued(self, limit: int) -> None:
         pop = self._pending.popleft
-        count = 0
-        while limit is None or count < limit:
+        for _ in range(limit):
             try:
                 figures = pop()
             except IndexError:
                 return
-            count += 1
             try:
                 self._record(*figures)
-            except Exception:
-                self.failures += 1
+            except Exception as exc:
+                self._count_failure(exc)
+
+    def _count_failure(self, exc: Exception) -> None:
+        """Counted, and logged once per error type without its message."""
+        self.failures += 1
+        error_type = type(exc).__name__
+        if error_type not in self._logged_failures:
+            self._logged_failures.add(error_type)
+            with contextlib.suppress(Exception):
+                _log.warning("metric_record_failed", error_type=error_type)
 
     @property
     def pending(self) -> int:

@@ -37,6 +37,7 @@ from spanledger.exporters._otel_metrics import (
     SHARE_BUCKETS,
     TOKEN_BUCKETS,
     GenAIMetrics,
+    metrics_for,
 )
 from spanledger.exporters._payload import (
     DEFAULT_PAYLOAD_CAP,
@@ -232,7 +233,7 @@ class OtelExporter:
         if enable_metrics:
             meters = meter_provider if meter_provider is not None else metrics.get_meter_provider()
             latest = latest_semconv_requested() if semconv_latest is None else semconv_latest
-            self._metrics = GenAIMetrics(meters.get_meter(_SCOPE, __version__), latest=latest)
+            self._metrics = metrics_for(meters.get_meter(_SCOPE, __version__), latest=latest)
             self._providers.append(meters)
         self._owned = owned
         self._delivery = delivery
