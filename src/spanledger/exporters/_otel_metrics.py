@@ -44,8 +44,11 @@ from spanledger.events import (
 
 __all__ = [
     "DURATION_BUCKETS",
+    "EMBEDDING_EVENTS",
+    "FAILED_EVENTS",
     "PENDING_LIMIT",
     "SHARE_BUCKETS",
+    "SUCCEEDED_EVENTS",
     "TOKEN_BUCKETS",
     "GenAIMetrics",
     "metrics_for",
@@ -61,7 +64,7 @@ PENDING_LIMIT = 4096
 """Calls whose figures may wait for a collection; beyond it, calls record on their own path."""
 
 _CALL_PATH_BATCH = 64
-"""The most queued calls one call records on its own path (it never records more than that)."""
+"""The most queued calls that one call records on its own path."""
 
 _log = structlog.get_logger("spanledger.exporters.otel")
 _hook_numbers = itertools.count(1)
@@ -92,9 +95,10 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-_FAILED = (EmbeddingFailedEvent, RerankFailedEvent)
-_SUCCEEDED = (EmbeddingEvent, RerankEvent)
-_EMBEDDING = (EmbeddingEvent, EmbeddingFailedEvent)
+FAILED_EVENTS = (EmbeddingFailedEvent, RerankFailedEvent)
+SUCCEEDED_EVENTS = (EmbeddingEvent, RerankEvent)
+EMBEDDING_EVENTS = (EmbeddingEvent, EmbeddingFailedEvent)
+"""The event kinds, as tuples for ``isinstance`` (quicker than the union types)."""
 
 _Figures = tuple[
     bool,  # embedding (else rerank)
@@ -114,16 +118,16 @@ def _figures(event: Event, span: SpanContext | None) -> _Figures:
     kept, only the span's identity."""
     input_tokens = search_units = None
     error = None
-    if isinstance(event, _SUCCEEDED):
+    if isinstance(event, SUCCEEDED_EVENTS):
         usage = event.usage
         if usage is not None:
             input_tokens = usage.input_tokens
             if isinstance(usage, RerankUsage):
                 search_units = usage.search_units
-    elif isinstance(event, _FAILED):
+    elif isinstance(event, FAILED_EVENTS):
         error = event.error_category.value
     return (
-        isinstance(event, _EMBEDDING),
+        isinstance(event, EMBEDDING_EVENTS),
         event.provider,
         event.model,
         error,

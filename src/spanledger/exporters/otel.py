@@ -26,15 +26,15 @@ from spanledger.events import (
     AttributionRecord,
     CallStarted,
     EmbeddingEvent,
-    EmbeddingFailedEvent,
     Event,
-    RerankEvent,
-    RerankFailedEvent,
     RerankUsage,
 )
 from spanledger.exporters._otel_metrics import (
     DURATION_BUCKETS,
+    EMBEDDING_EVENTS,
+    FAILED_EVENTS,
     SHARE_BUCKETS,
+    SUCCEEDED_EVENTS,
     TOKEN_BUCKETS,
     GenAIMetrics,
     metrics_for,
@@ -86,10 +86,6 @@ def _ns(moment: datetime) -> int:
     return (moment - _EPOCH) // _MICROSECOND * 1000
 
 
-_EMBEDDING = (EmbeddingEvent, EmbeddingFailedEvent)
-_SUCCEEDED = (EmbeddingEvent, RerankEvent)
-_FAILED = (EmbeddingFailedEvent, RerankFailedEvent)
-
 _Opening = tuple[str, dict[str, Any]]
 """A span's name and the attributes every call to the same endpoint and model opens with."""
 
@@ -118,7 +114,7 @@ def _identity(source: Event | CallStarted, opening: _Opening) -> dict[str, Any]:
 
 
 def _event_opening(event: Event) -> _Opening:
-    operation = "embeddings" if isinstance(event, _EMBEDDING) else "rerank"
+    operation = "embeddings" if isinstance(event, EMBEDDING_EVENTS) else "rerank"
     return _opening(operation, event.provider, event.model, event.server_address, event.server_port)
 
 
@@ -126,7 +122,7 @@ def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, An
     """Every attribute the span gets for ``event``, payload excluded (``with_identity=False``
     leaves out those already set when the span was opened)."""
     attributes = _identity(event, _event_opening(event)) if with_identity else {}
-    if isinstance(event, _EMBEDDING):
+    if isinstance(event, EMBEDDING_EVENTS):
         attributes["spanledger.embedding.input_count"] = event.input_count
         if event.input_type is not None:
             attributes["spanledger.embedding.input_type"] = event.input_type
@@ -135,7 +131,7 @@ def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, An
         attributes["spanledger.rerank.document_count"] = event.document_count
         if event.top_k is not None:
             attributes["gen_ai.request.top_k"] = event.top_k
-    if isinstance(event, _SUCCEEDED):
+    if isinstance(event, SUCCEEDED_EVENTS):
         if event.response_model is not None:
             attributes["gen_ai.response.model"] = event.response_model
         if event.response_id is not None:
@@ -296,7 +292,7 @@ class OtelExporter:
                 span.set_attribute(
                     _PAYLOAD_ATTRIBUTES[name], capped(json_text(value), self.payload_cap)
                 )
-        if isinstance(event, _FAILED):
+        if isinstance(event, FAILED_EVENTS):
             span.set_status(Status(StatusCode.ERROR, event.error_category.value))
             span.add_event(
                 "exception",
