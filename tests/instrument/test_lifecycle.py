@@ -151,10 +151,10 @@ def test_a_failing_sink_never_reaches_the_caller(standin: StandIn) -> None:
 def test_an_event_that_cannot_be_built_is_logged_and_the_call_returns(
     standin: StandIn, tape: Tape, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(**fields: Any) -> Any:
+    def broken(fields: Any) -> Any:
         raise ValueError("cannot build")
 
-    monkeypatch.setattr(_recording, "EmbeddingEvent", broken)
+    monkeypatch.setattr(_recording, "_embedding_event", broken)
     client = spanledger.instrument(OPS[1].client(standin))
 
     with structlog.testing.capture_logs() as logs:

@@ -15,7 +15,7 @@ import functools
 import json
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
@@ -38,9 +38,9 @@ _NO_RESPONSE = ProviderError(
 )
 
 
-def current_call() -> SdkCall | None:
-    """The SDK call being recorded in this thread or task, if any."""
-    return _current.get()
+current_call = _current.get
+"""The SDK call being recorded in this thread or task, if any (the bare context-variable read,
+since the HTTP hooks ask on every request)."""
 
 
 @dataclass(slots=True)
@@ -68,37 +68,24 @@ class Switch:
         self.on = True
 
 
-class SdkCall:
-    """The attempts of one SDK method call; each attempt is one ``Recording``.
+class SdkCall(Recording):
+    """The attempts of one SDK method call, recorded in turn by this one object.
 
     ``answer`` is the open attempt's 2xx response (``None`` where the SDK's HTTP layer has no
     response object of ours to keep); ``answered`` says a 2xx arrived at all.
     """
 
-    __slots__ = (
-        "_answered",
-        "_attempt",
-        "_figures",
-        "_redirected",
-        "_sent",
-        "answer",
-        "facts",
-        "recorder",
-        "request",
-        "spec",
-    )
+    __slots__ = ("_answered", "_figures", "_redirected", "_sent", "answer", "request", "spec")
 
     def __init__(self, recorder: Recorder, facts: CallFacts, spec: MethodSpec) -> None:
-        self.recorder = recorder
-        self.facts = facts
         self.spec = spec
         self.request: object = None
         self.answer: object = None
-        self._attempt: Recording | None = Recording(recorder, facts)
         self._sent = False
         self._redirected = False
         self._answered = False
         self._figures: Figures | None = None
+        super().__init__(recorder, facts)
 
     def owns(self, path: str) -> bool:
         return path.endswith(self.spec.route)
@@ -107,28 +94,22 @@ class SdkCall:
         """A request left for this call. An earlier attempt still open got no response."""
         try:
             self.request = request
-            attempt = self._attempt
-            if attempt is not None and self._sent and not self._redirected:
-                attempt.failed(_NO_RESPONSE)
-                attempt = None
-            if attempt is None:
-                attempt = Recording(self.recorder, self.facts)
-            self._attempt = attempt
+            if self._done:
+                self.restart()
+            elif self._sent and not self._redirected:
+                self.failed(_NO_RESPONSE)
+                self.restart()
             self._sent = True
             self._redirected = False
-            self._forget_answer()
+            if self._answered:
+                self._forget_answer()
         except Exception as exc:
             logged(exc)
 
     def attempt_failed(self, error: ProviderError) -> None:
         """The attempt ended with an error status (or a transport failure the hook saw)."""
-        try:
-            attempt, self._attempt = self._attempt, None
-            self._sent = False
-            if attempt is not None:
-                attempt.failed(error)
-        except Exception as exc:
-            logged(exc)
+        self._sent = False
+        self.failed(error)
 
     def attempt_raised(self, exc: BaseException) -> None:
         """The HTTP layer raised for this attempt: an error status or a transport failure."""
@@ -158,9 +139,8 @@ class SdkCall:
     def returned(self, result: object) -> None:
         """The SDK method returned: the open attempt succeeded."""
         try:
-            attempt, self._attempt = self._attempt, None
-            if attempt is not None:
-                attempt.succeeded(self._success_figures(result))
+            if not self._done:
+                self.succeeded(self._success_figures(result))
         except Exception as exc:
             logged(exc)
         finally:
@@ -169,12 +149,11 @@ class SdkCall:
     def raised(self, exc: BaseException) -> None:
         """The SDK method raised: end the open attempt, if any, with what went wrong."""
         try:
-            attempt, self._attempt = self._attempt, None
-            if attempt is None:
+            if self._done:
                 return
             if self._answered:
                 body = _body(self.answer)
-                attempt.failed(
+                self.failed(
                     ProviderError(
                         ErrorCategory.INVALID_RESPONSE,
                         detail="the SDK could not read a 2xx response",
@@ -183,9 +162,9 @@ class SdkCall:
                     )
                 )
             elif self._sent:
-                attempt.failed(describe(exc))
+                self.failed(describe(exc))
             else:
-                attempt.failed(describe(exc, fallback=ErrorCategory.INVALID_REQUEST))
+                self.failed(describe(exc, fallback=ErrorCategory.INVALID_REQUEST))
         except Exception as failure:
             logged(failure)
         finally:
@@ -197,11 +176,13 @@ class SdkCall:
             body = _body(self.answer)
             with contextlib.suppress(ValueError):
                 found = self.spec.read(json.loads(body), self.facts) if body else None
-        found = found if found is not None else Figures()
-        if self.facts.operation == "embeddings" and found.dimensions is None:
-            return replace(found, dimensions=_safe_shape(self.spec, result))
-        if self.facts.operation == "rerank" and found.result_count is None:
-            return replace(found, result_count=_safe_shape(self.spec, result))
+        if found is None:
+            found = Figures()
+        if self.facts.operation == "embeddings":
+            if found.dimensions is None:
+                found.dimensions = _safe_shape(self.spec, result)
+        elif found.result_count is None:
+            found.result_count = _safe_shape(self.spec, result)
         return found
 
     def _forget_answer(self) -> None:
@@ -214,7 +195,8 @@ class SdkCall:
                 vars(response).pop("json", None)
 
     def _end(self) -> None:
-        self._forget_answer()
+        if self._answered:
+            self._forget_answer()
         self.request = None
 
 

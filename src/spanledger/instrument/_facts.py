@@ -95,23 +95,30 @@ def positive_int(value: object) -> int | None:
     return value if type(value) is int and value > 0 else None
 
 
+_TOKEN_IDS = {int}
+_TEXTS = {str}
+
+
 def input_texts(value: object) -> tuple[int, list[str] | None]:
     """How many inputs ``value`` holds, and the texts when every input is a string.
 
     A string is one input; a list of token ids is one input; a list of strings or of token
     lists is one input per entry. Anything else counts as zero inputs.
     """
-    if type(value) is str:
+    if type(value) is list:
+        items: list[Any] = value
+    elif type(value) is str:
         return 1, [value]
-    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
-        items = value if type(value) is list else list(value)
-        kinds = set(map(type, items))  # one pass in C, whatever the size of the texts
-        if kinds == {int}:
-            return 1, None
-        if kinds <= {str}:
-            return len(items), items
-        return len(items), None
-    return 0, None
+    elif isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        items = list(value)
+    else:
+        return 0, None
+    kinds = set(map(type, items))  # one pass in C, whatever the size of the texts
+    if kinds == _TOKEN_IDS:
+        return 1, None
+    if kinds <= _TEXTS:
+        return len(items), items
+    return len(items), None
 
 
 def server_of(url: object) -> tuple[str | None, int | None]:

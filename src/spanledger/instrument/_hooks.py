@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 from spanledger.instrument._capture import SdkCall, current_call
@@ -24,23 +23,9 @@ _lock = threading.Lock()
 _users: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
-def _call_for_request(request: Any) -> SdkCall | None:
-    call = current_call()
-    if call is None or not call.owns(request.url.path):
-        return None
-    return call
-
-
-def _call_for_response(response: Any) -> SdkCall | None:
-    call = current_call()
-    if call is None or call.request is None or response.request is not call.request:
-        return None
-    return call
-
-
 def _on_request(request: Any) -> None:
-    call = _call_for_request(request)
-    if call is not None:
+    call = current_call()
+    if call is not None and request.url.path.endswith(call.spec.route):
         call.attempt_sent(request)
 
 
@@ -49,33 +34,29 @@ async def _on_request_async(request: Any) -> None:
 
 
 def _on_response(response: Any) -> None:
-    call = _call_for_response(response)
-    if call is None:
+    call = current_call()
+    if call is None or response.request is not call.request or call.request is None:
         return
-    if _is_error(response.status_code):
+    if not 200 <= response.status_code < 400:
         response.read()
     _settle(call, response)
 
 
 async def _on_response_async(response: Any) -> None:
-    call = _call_for_response(response)
-    if call is None:
+    call = current_call()
+    if call is None or response.request is not call.request or call.request is None:
         return
-    if _is_error(response.status_code):
+    if not 200 <= response.status_code < 400:
         await response.aread()
     _settle(call, response)
-
-
-def _is_error(status: int) -> bool:
-    return not 200 <= status < 400
 
 
 def _settle(call: SdkCall, response: Any) -> None:
     try:
         status = response.status_code
         if 200 <= status < 300:
-            _capture_json(response, call)
             call.attempt_answered(response)
+            _capture_json(response, call)
         elif 300 <= status < 400:
             call.attempt_redirected()
         else:
@@ -86,7 +67,7 @@ def _settle(call: SdkCall, response: Any) -> None:
 
 def _capture_json(response: Any, call: SdkCall) -> None:
     """Let the SDK's own ``response.json()`` hand the decoded body to ``call`` as well."""
-    decode: Callable[..., Any] = response.json
+    decode = response.json
 
     def json(**kwargs: Any) -> Any:
         payload = decode(**kwargs)

@@ -10,9 +10,10 @@ import contextlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from time import perf_counter
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
+from pydantic import BaseModel
 
 from spanledger.errors import ProviderError
 from spanledger.estimates import (
@@ -31,98 +32,172 @@ from spanledger.events import (
     RerankUsage,
     new_call_id,
 )
-from spanledger.instrument._facts import CallFacts, EmbedFacts, Figures, RerankFacts
+from spanledger.instrument._facts import CallFacts, EmbedFacts, Figures
 from spanledger.recorder import Recorder, current_request
 
 __all__ = ["Recording", "logged"]
 
 _log = structlog.get_logger("spanledger.instrument")
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def _builder(model: type[M]) -> Callable[[dict[str, Any]], M]:
+    """``model`` built from a dict of its fields: the same validation as ``model(**fields)``
+    without the keyword-argument wrapper, which is a measurable share of a recorded call."""
+    validate: Callable[[dict[str, Any]], M] = model.__pydantic_validator__.validate_python
+    return validate
+
+
+_call_started = _builder(CallStarted)
+_embedding_event = _builder(EmbeddingEvent)
+_rerank_event = _builder(RerankEvent)
+
 
 class Recording:
-    """Announces a call to ``recorder`` now; ``succeeded`` or ``failed`` ends it once."""
+    """Announces a call to ``recorder`` now; ``succeeded`` or ``failed`` ends it once.
+
+    ``restart`` begins a new call with the same facts (an SDK's next HTTP attempt), so one
+    object serves every attempt of a call.
+    """
 
     __slots__ = ("_done", "_t0", "call_id", "facts", "recorder", "request_id", "started_at")
 
     def __init__(self, recorder: Recorder, facts: CallFacts) -> None:
         self.recorder = recorder
         self.facts = facts
+        self.restart()
+
+    def restart(self) -> None:
+        """Begin the next call: fresh id and clock, announced to start-aware sinks."""
         self._done = False
         self.started_at = datetime.now(UTC)
         self._t0 = perf_counter()
         self.call_id = new_call_id()
         scope = current_request()
         self.request_id = scope.request_id if scope is not None else None
-        if not recorder.wants_call_started:
+        if self.recorder.wants_call_started:
+            self._announce()
+
+    @property
+    def open(self) -> bool:
+        """Whether the call still waits for its outcome."""
+        return not self._done
+
+    def succeeded(self, figures: Figures) -> None:
+        """End the call with what the response reported."""
+        if self._done:
             return
+        self._done = True
         try:
-            started = CallStarted(
-                call_id=self.call_id,
-                operation=facts.operation,
-                provider=facts.provider,
-                model=facts.model,
-                request_id=self.request_id,
-                started_at=self.started_at,
-                server_address=facts.server_address,
-                server_port=facts.server_port,
+            event = self._success(figures, (perf_counter() - self._t0) * 1000.0)
+        except Exception as exc:
+            _log_failure("event_build_failed", exc)
+            return
+        self._deliver(event)
+
+    def failed(self, error: ProviderError) -> None:
+        """End the call as failed; an attempt abandoned after sending carries an estimate."""
+        if self._done:
+            return
+        self._done = True
+        try:
+            event = self._failure(error, (perf_counter() - self._t0) * 1000.0)
+        except Exception as exc:
+            _log_failure("event_build_failed", exc)
+            return
+        self._deliver(event)
+
+    def _announce(self) -> None:
+        facts = self.facts
+        try:
+            started = _call_started(
+                {
+                    "call_id": self.call_id,
+                    "operation": facts.operation,
+                    "provider": facts.provider,
+                    "model": facts.model,
+                    "request_id": self.request_id,
+                    "started_at": self.started_at,
+                    "server_address": facts.server_address,
+                    "server_port": facts.server_port,
+                }
             )
         except Exception as exc:
             _log_failure("call_started_build_failed", exc)
             return
-        recorder.call_started(started)
+        self.recorder.call_started(started)
 
-    def succeeded(self, figures: Figures) -> None:
-        """End the call with what the response reported."""
-        self._emit(lambda: self._success(figures))
+    def _deliver(self, event: Event) -> None:
+        try:
+            self.recorder.emit(event)
+        except Exception as exc:
+            _log_failure("event_emit_failed", exc)
 
-    def failed(self, error: ProviderError) -> None:
-        """End the call as failed; an attempt abandoned after sending carries an estimate."""
-        self._emit(lambda: self._failure(error))
-
-    def _common(self) -> dict[str, Any]:
+    def _success(self, figures: Figures, latency_ms: float) -> Event:
         facts = self.facts
-        return {
+        usage = figures.usage
+        if isinstance(facts, EmbedFacts):
+            return _embedding_event(
+                {
+                    "call_id": self.call_id,
+                    "request_id": self.request_id,
+                    "provider": facts.provider,
+                    "model": facts.model,
+                    "started_at": self.started_at,
+                    "latency_ms": latency_ms,
+                    "request_params": facts.request_params,
+                    "request_extras": facts.extras,
+                    "server_address": facts.server_address,
+                    "server_port": facts.server_port,
+                    "input_count": facts.input_count,
+                    "input_type": facts.input_type,
+                    "inputs": facts.inputs,
+                    "dimensions": figures.dimensions,
+                    "usage": usage if isinstance(usage, EmbeddingUsage) else None,
+                    "response_id": figures.response_id,
+                    "response_model": figures.response_model,
+                }
+            )
+        return _rerank_event(
+            {
+                "call_id": self.call_id,
+                "request_id": self.request_id,
+                "provider": facts.provider,
+                "model": facts.model,
+                "started_at": self.started_at,
+                "latency_ms": latency_ms,
+                "request_params": facts.request_params,
+                "request_extras": facts.extras,
+                "server_address": facts.server_address,
+                "server_port": facts.server_port,
+                "query_length": facts.query_length,
+                "document_count": facts.document_count,
+                "top_k": facts.top_k,
+                "query": facts.query,
+                "documents": facts.documents,
+                "result_count": figures.result_count,
+                "results": figures.results,
+                "usage": usage if isinstance(usage, RerankUsage) else None,
+                "response_id": figures.response_id,
+                "response_model": figures.response_model,
+            }
+        )
+
+    def _failure(self, error: ProviderError, latency_ms: float) -> Event:
+        facts = self.facts
+        abandoned = (error.error_type or "") in ABANDONED_ERROR_TYPES
+        fields: dict[str, Any] = {
             "call_id": self.call_id,
             "request_id": self.request_id,
             "provider": facts.provider,
             "model": facts.model,
             "started_at": self.started_at,
-            "latency_ms": (perf_counter() - self._t0) * 1000.0,
+            "latency_ms": latency_ms,
             "request_params": facts.request_params,
             "request_extras": facts.extras,
             "server_address": facts.server_address,
             "server_port": facts.server_port,
-        }
-
-    def _success(self, figures: Figures) -> Event:
-        facts = self.facts
-        usage = figures.usage
-        if isinstance(facts, EmbedFacts):
-            return EmbeddingEvent(
-                **self._common(),
-                input_count=facts.input_count,
-                input_type=facts.input_type,
-                inputs=facts.inputs,
-                dimensions=figures.dimensions,
-                usage=usage if isinstance(usage, EmbeddingUsage) else None,
-                response_id=figures.response_id,
-                response_model=figures.response_model,
-            )
-        return RerankEvent(
-            **_rerank_fields(facts),
-            **self._common(),
-            result_count=figures.result_count,
-            results=figures.results,
-            usage=usage if isinstance(usage, RerankUsage) else None,
-            response_id=figures.response_id,
-            response_model=figures.response_model,
-        )
-
-    def _failure(self, error: ProviderError) -> Event:
-        facts = self.facts
-        abandoned = (error.error_type or "") in ABANDONED_ERROR_TYPES
-        fields: dict[str, Any] = {
-            **self._common(),
             "error_category": error.category,
             "error_type": error.error_type or type(error).__name__,
             "status_code": error.status_code,
@@ -148,31 +223,15 @@ class Recording:
             if abandoned and facts.query is not None and facts.documents is not None
             else None
         )
-        return RerankFailedEvent(**fields, **_rerank_fields(facts), estimated_usage=rerank_estimate)
-
-    def _emit(self, build: Callable[[], Event]) -> None:
-        if self._done:
-            return
-        self._done = True
-        try:
-            event = build()
-        except Exception as exc:
-            _log_failure("event_build_failed", exc)
-            return
-        try:
-            self.recorder.emit(event)
-        except Exception as exc:
-            _log_failure("event_emit_failed", exc)
-
-
-def _rerank_fields(facts: RerankFacts) -> dict[str, Any]:
-    return {
-        "query_length": facts.query_length,
-        "document_count": facts.document_count,
-        "top_k": facts.top_k,
-        "query": facts.query,
-        "documents": facts.documents,
-    }
+        return RerankFailedEvent(
+            **fields,
+            query_length=facts.query_length,
+            document_count=facts.document_count,
+            top_k=facts.top_k,
+            query=facts.query,
+            documents=facts.documents,
+            estimated_usage=rerank_estimate,
+        )
 
 
 def _log_failure(what: str, exc: Exception) -> None:

@@ -49,13 +49,16 @@ def embedding_figures(vendor: str, payload: object, *, float32_base64: bool = Tr
     ``float32_base64`` says whether a base64 vector holds float32 values (its width is then
     a quarter of its decoded length); otherwise a base64 vector's width is not read.
     """
+    width = _width(_first_vector(vendor, payload), float32_base64)
+    if type(payload) is not dict:
+        return Figures(dimensions=width)
     path = _EMBED_TOKENS.get(vendor)
     tokens = figures.count(dig(payload, *path)) if path else None
     return Figures(
         usage=EmbeddingUsage(input_tokens=tokens) if tokens is not None else None,
-        response_id=figures.response_id(dig(payload, "id")),
+        response_id=figures.response_id(payload.get("id")),
         response_model=echoed_model(payload) if vendor != "cohere" else None,
-        dimensions=_width(_first_vector(vendor, payload), float32_base64),
+        dimensions=width,
     )
 
 
