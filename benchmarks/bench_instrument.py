@@ -1,7 +1,10 @@
 """What ``spanledger.instrument`` adds to a real SDK call, against baselines from the same run.
 
-Each SDK client talks to an in-process mock transport (no network). For the OpenAI embeddings
-call and the Cohere rerank call, with one short input and with 32 inputs of 400 characters:
+Each SDK client talks to an in-process mock transport (no network): an ``httpx.MockTransport``
+for OpenAI and Cohere, and a ``requests`` adapter mounted on the session the Voyage SDK is told
+to use (it speaks ``requests``; its requestor class stays wrapped, passing through, for the bare
+client too). For the OpenAI embeddings call, the Cohere rerank call and Voyage's embed and
+rerank, with one short input and with 32 inputs of 400 characters:
 
 1. OTel export on: the time an instrumented call adds over the same bare SDK call, in µs and
    in floors: one bare OTel SDK span with 12 attributes through the same pipeline
@@ -37,12 +40,15 @@ import cohere
 import httpx
 import httpx2
 import openai
+import requests
+import voyageai
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from voyageai.client import Client as VoyageClient
 
 import spanledger
 from spanledger.exporters.otel import OtelExporter
@@ -64,6 +70,52 @@ def cohere_body(count: int) -> bytes:
     results = [{"index": i, "relevance_score": 1.0 - i / 100} for i in range(count)]
     meta = {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}}
     return json.dumps({"id": "rr-1", "results": results, "meta": meta}).encode()
+
+
+def voyage_body(endpoint: str, count: int) -> bytes:
+    if endpoint == "embeddings":
+        data: list[dict[str, Any]] = [
+            {"object": "embedding", "embedding": [0.125] * DIMENSIONS, "index": i}
+            for i in range(count)
+        ]
+        model = "voyage-3.5"
+    else:
+        data = [{"relevance_score": 1.0 - i / 100, "index": i} for i in range(count)]
+        model = "rerank-2.5"
+    usage = {"total_tokens": 3 * count}
+    return json.dumps({"object": "list", "data": data, "model": model, "usage": usage}).encode()
+
+
+class VoyageReplies(requests.adapters.BaseAdapter):
+    """Answers the Voyage SDK in process: the endpoint's body for as many inputs as were sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bodies = {
+            (endpoint, count): voyage_body(endpoint, count)
+            for endpoint in ("embeddings", "rerank")
+            for count in (len(SHORT), len(LONG))
+        }
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> Any:
+        sent = json.loads(request.body or b"{}")
+        endpoint = (request.path_url or "").rsplit("/", 1)[-1]
+        count = len(sent.get("input") or sent.get("documents") or ())
+        response = requests.Response()
+        response.status_code = 200
+        response._content = self.bodies[endpoint, count]
+        response.headers["content-type"] = "application/json"
+        response.encoding = "utf-8"
+        response.url = request.url or ""
+        response.request = request
+        return response
+
+    def close(self) -> None:
+        return None
+
+
+def voyage_client(size: int) -> VoyageClient:
+    return VoyageClient(api_key="bench", max_retries=0)
 
 
 def openai_client(size: int) -> openai.OpenAI:
@@ -96,6 +148,14 @@ def openai_call(client: openai.OpenAI, texts: list[str]) -> Callable[[], object]
 
 def cohere_call(client: cohere.ClientV2, texts: list[str]) -> Callable[[], object]:
     return lambda: client.rerank(model="rerank-v3.5", query="what is a tick", documents=texts)
+
+
+def voyage_embed_call(client: VoyageClient, texts: list[str]) -> Callable[[], object]:
+    return lambda: client.embed(texts, model="voyage-3.5", input_type="document")
+
+
+def voyage_rerank_call(client: VoyageClient, texts: list[str]) -> Callable[[], object]:
+    return lambda: client.rerank("what is a tick", texts, model="rerank-2.5")
 
 
 @dataclass(frozen=True)
@@ -243,6 +303,8 @@ def cases() -> Iterator[Case]:
         size = len(texts)
         yield f"openai embeddings, {label}", partial(openai_client, size), openai_call, texts
         yield f"cohere rerank, {label}", partial(cohere_client, size), cohere_call, texts
+        yield f"voyage embed, {label}", partial(voyage_client, size), voyage_embed_call, texts
+        yield f"voyage rerank, {label}", partial(voyage_client, size), voyage_rerank_call, texts
 
 
 def main() -> int:
@@ -250,6 +312,9 @@ def main() -> int:
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 100
     rig = otel_rig()
     null = spanledger.Recorder([NullSink()])
+    session = requests.Session()
+    session.mount("https://", VoyageReplies())
+    voyageai.requestssession = session
 
     def recording() -> AbstractContextManager[Any]:
         return spanledger.use(rig.recorder)

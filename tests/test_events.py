@@ -27,6 +27,7 @@ from spanledger.events import (
     RerankResponse,
     RerankUsage,
     ScoredDocument,
+    builder_of,
     new_call_id,
 )
 
@@ -303,6 +304,30 @@ def test_bad_event_fields_are_refused(fields: dict[str, Any]) -> None:
     base.update(fields)
     with pytest.raises(ValidationError):
         EmbeddingFailedEvent.model_validate(base)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"call_id": ""},
+        {"latency_ms": -0.5},
+        {"input_count": True},
+        {"usage": {"input_tokens": -1}},
+        {"inputs": "not a list"},
+        {"unknown_field": 1},
+    ],
+    ids=repr,
+)
+def test_a_built_event_is_validated_like_a_constructed_one(fields: dict[str, Any]) -> None:
+    good = {**make_embedding_event().model_dump(), "inputs": ["a", "b"]}
+    build = builder_of(EmbeddingEvent)
+
+    assert build(good) == EmbeddingEvent(**good)
+    assert build(good).inputs == ["a", "b"]
+    with pytest.raises(ValidationError):
+        EmbeddingEvent(**{**good, **fields})
+    with pytest.raises(ValidationError):
+        build({**good, **fields})
 
 
 def test_rerank_event_refuses_bad_counts() -> None:

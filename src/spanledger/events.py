@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -187,6 +187,16 @@ def new_call_id() -> str:
     ``random`` generator would repeat ids whenever the application seeds it.
     """
     return f"{_ids.getrandbits(128):032x}"
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def builder_of(model: type[M]) -> Callable[[dict[str, Any]], M]:
+    """Build ``model`` from a dict of its fields: the same validation as ``model(**fields)``
+    without the keyword-argument wrapper, which costs about as much again on a hot path."""
+    validate: Callable[[dict[str, Any]], M] = model.__pydantic_validator__.validate_python
+    return validate
 
 
 class CallStarted(_Record):

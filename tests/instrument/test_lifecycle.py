@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import subprocess
 import sys
+import textwrap
 from typing import Any
 
 import cohere
@@ -84,7 +86,8 @@ def test_hooks_on_a_shared_http_client_stay_until_its_last_user_leaves(
 
 
 def test_the_voyage_requestor_is_restored_by_the_last_client(standin: StandIn) -> None:
-    gc.collect()  # clients earlier tests instrumented and dropped release it too
+    gc.collect()  # clients earlier tests instrumented and dropped release it too,
+    spanledger.uninstrument(object())  # once the next (un)instrument runs the releases
     request, arequest = APIRequestor.request, APIRequestor.arequest
     assert request.__qualname__ == "APIRequestor.request"
     first = spanledger.instrument(OPS[3].client(standin))
@@ -95,8 +98,43 @@ def test_the_voyage_requestor_is_restored_by_the_last_client(standin: StandIn) -
     assert APIRequestor.request is not request
     del second
     gc.collect()
+    assert APIRequestor.request is not request  # queued by the collector, not yet run
+    spanledger.uninstrument(first)
 
     assert (APIRequestor.request, APIRequestor.arequest) == (request, arequest)
+
+
+def test_a_client_collected_while_another_is_being_instrumented_does_not_deadlock() -> None:
+    script = textwrap.dedent(
+        """
+        import gc, weakref
+        import httpx2, openai
+        import spanledger
+        from spanledger.instrument import _hooks
+
+        class CollectingOnWrite(weakref.WeakKeyDictionary):
+            def __setitem__(self, key, value):
+                gc.collect()  # a collection that falls inside the hooks' locked section
+                super().__setitem__(key, value)
+
+        _hooks._users = CollectingOnWrite()
+        gc.disable()
+        dropped = openai.OpenAI(api_key="k", http_client=httpx2.Client())
+        spanledger.instrument(dropped)
+        dropped.cycle = dropped  # only the cyclic collector frees it
+        shared = dropped._client
+        del dropped
+        kept = spanledger.instrument(openai.OpenAI(api_key="k", http_client=httpx2.Client()))
+        spanledger.uninstrument(kept)
+        print(len(shared.event_hooks["request"]), len(shared.event_hooks["response"]))
+        """
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.split() == ["0", "0"]  # and the dropped client's hooks came off
 
 
 @pytest.mark.parametrize(

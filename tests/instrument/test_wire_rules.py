@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from spanledger import standin
-from spanledger.instrument._facts import input_texts
+from spanledger.instrument._facts import input_texts, passed
 from spanledger.instrument._wire import embedding_figures, rerank_figures
 from spanledger.providers._calls import RerankCall
 from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
@@ -126,3 +126,24 @@ def test_a_base64_float32_vector_width_is_read_without_decoding() -> None:
 )
 def test_inputs_are_counted_as_the_vendors_count_them(value: object, expected: object) -> None:
     assert input_texts(value) == expected
+
+
+def test_only_the_arguments_a_caller_set_are_passed_on() -> None:
+    class NotGiven:
+        pass
+
+    class Omit:
+        pass
+
+    arguments = {
+        "set": 0,
+        "empty": "",
+        "none": None,
+        "ellipsis": ...,
+        "not_given": NotGiven(),
+        "omitted": Omit(),
+        "ignored": 1,
+    }
+    names = ("set", "empty", "none", "ellipsis", "not_given", "omitted", "absent")
+
+    assert passed(arguments, names) == {"set": 0, "empty": ""}

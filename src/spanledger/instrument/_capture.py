@@ -190,9 +190,9 @@ class SdkCall(Recording):
         response, self.answer = self.answer, None
         self._answered = False
         self._figures = None
-        if response is not None:
-            with contextlib.suppress(Exception):
-                vars(response).pop("json", None)
+        attached = getattr(response, "__dict__", None)
+        if attached is not None:
+            attached.pop("json", None)
 
     def _end(self) -> None:
         if self._answered:

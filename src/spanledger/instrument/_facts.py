@@ -22,6 +22,7 @@ __all__ = [
     "RerankFacts",
     "given",
     "input_texts",
+    "passed",
     "positive_int",
     "server_of",
     "text_or_none",
@@ -85,6 +86,16 @@ def given(value: object) -> bool:
     if value is None or value is Ellipsis:
         return False
     return type(value).__name__ not in ("Omit", "NotGiven")
+
+
+def passed(arguments: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The arguments among ``names`` that were set (see ``given``)."""
+    found: dict[str, Any] = {}
+    for name in names:
+        value = arguments.get(name)
+        if value is not None and given(value):
+            found[name] = value
+    return found
 
 
 def text_or_none(value: object) -> str | None:

@@ -25,7 +25,7 @@ _users: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 def _on_request(request: Any) -> None:
     call = current_call()
-    if call is not None and request.url.path.endswith(call.spec.route):
+    if call is not None and call.owns(request.url.path):
         call.attempt_sent(request)
 
 

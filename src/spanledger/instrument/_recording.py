@@ -7,13 +7,11 @@ dropped, and the recorder already isolates its sinks.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from datetime import UTC, datetime
 from time import perf_counter
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
-from pydantic import BaseModel
 
 from spanledger.errors import ProviderError
 from spanledger.estimates import (
@@ -30,6 +28,7 @@ from spanledger.events import (
     RerankEvent,
     RerankFailedEvent,
     RerankUsage,
+    builder_of,
     new_call_id,
 )
 from spanledger.instrument._facts import CallFacts, EmbedFacts, Figures
@@ -39,19 +38,9 @@ __all__ = ["Recording", "logged"]
 
 _log = structlog.get_logger("spanledger.instrument")
 
-M = TypeVar("M", bound=BaseModel)
-
-
-def _builder(model: type[M]) -> Callable[[dict[str, Any]], M]:
-    """``model`` built from a dict of its fields: the same validation as ``model(**fields)``
-    without the keyword-argument wrapper, which is a measurable share of a recorded call."""
-    validate: Callable[[dict[str, Any]], M] = model.__pydantic_validator__.validate_python
-    return validate
-
-
-_call_started = _builder(CallStarted)
-_embedding_event = _builder(EmbeddingEvent)
-_rerank_event = _builder(RerankEvent)
+_call_started = builder_of(CallStarted)
+_embedding_event = builder_of(EmbeddingEvent)
+_rerank_event = builder_of(RerankEvent)
 
 
 class Recording:

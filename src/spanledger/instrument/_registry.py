@@ -4,6 +4,10 @@ What was changed is kept on the client itself, so a client that is dropped takes
 with it. Wrapping sets instance attributes and adds hooks to the SDK's own httpx client; the
 SDK's classes are never touched, except Voyage's requestor (see ``voyage_client``). Undoing
 takes each change back, and so does dropping the client, for what outlives it.
+
+A dropped client is released by the garbage collector, which can run in the middle of any code,
+including code that holds the very locks a release takes. So the collector only queues the
+release, and the queue is worked off by the next ``instrument`` or ``uninstrument``.
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ from __future__ import annotations
 import importlib
 import threading
 import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from spanledger.instrument._capture import MethodSpec, Switch, wrap_async, wrap_sync
 from spanledger.instrument._hooks import add_hooks, remove_hooks
+from spanledger.instrument._recording import logged
 
 __all__ = ["Installation", "instrument", "is_instrumented", "uninstrument"]
 
@@ -28,6 +34,25 @@ _INTEGRATIONS = {
     "voyageai": "spanledger.instrument.voyage_client",
 }
 _lock = threading.RLock()
+_released: deque[tuple[Callable[..., Any], tuple[object, ...]]] = deque()
+
+
+def _release_later(release: Callable[..., Any], *args: object) -> None:
+    """Queue a release; run by the collector too, so it takes no lock (``append`` is atomic)."""
+    _released.append((release, args))
+
+
+def _run_released() -> None:
+    """Run the queued releases, oldest first; one that fails is logged and the rest still run."""
+    while True:
+        try:
+            release, args = _released.popleft()
+        except IndexError:
+            return
+        try:
+            release(*args)
+        except Exception as exc:
+            logged(exc)
 
 
 class Installation:
@@ -60,7 +85,7 @@ class Installation:
         """Run ``release(*args)`` on ``uninstrument`` or when the client is garbage collected."""
         client = self._client()
         if client is not None:
-            self._undo.append(weakref.finalize(client, release, *args))
+            self._undo.append(weakref.finalize(client, _release_later, release, *args))
 
     def undo(self) -> None:
         self.switch.on = False
@@ -69,6 +94,7 @@ class Installation:
                 del vars(owner)[name]
         for release in reversed(self._undo):
             release()
+        _run_released()
 
 
 class Integration(Protocol):
@@ -82,6 +108,7 @@ def instrument(client: C) -> C:
     ``voyageai.Client`` / ``AsyncClient``. Instrumenting a client twice changes nothing.
     """
     with _lock:
+        _run_released()
         if is_instrumented(client):
             return client
         integration = _integration(client)
@@ -101,6 +128,7 @@ def uninstrument(client: C) -> C:
         installation = vars(client).pop(_RECORD, None) if hasattr(client, "__dict__") else None
         if isinstance(installation, Installation):
             installation.undo()
+        _run_released()
     return client
 
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spanledger import figures
-from spanledger.events import EmbeddingUsage
+from spanledger.events import EmbeddingUsage, builder_of
 from spanledger.instrument._facts import Figures
 from spanledger.providers._mapping import dig, echoed_model, rerank_usage
 
 __all__ = ["BILLING", "VENDORS", "embedding_figures", "reader", "rerank_figures"]
 
 VENDORS = ("openai", "cohere", "jina", "tei", "voyageai")
+
+_embedding_usage = builder_of(EmbeddingUsage)
 
 _EMBED_TOKENS: dict[str, tuple[str, ...]] = {
     "openai": ("usage", "prompt_tokens"),
@@ -54,10 +56,11 @@ def embedding_figures(vendor: str, payload: object, *, float32_base64: bool = Tr
         return Figures(dimensions=width)
     path = _EMBED_TOKENS.get(vendor)
     tokens = figures.count(dig(payload, *path)) if path else None
+    model = payload.get("model") if vendor != "cohere" else None
     return Figures(
-        usage=EmbeddingUsage(input_tokens=tokens) if tokens is not None else None,
+        usage=_embedding_usage({"input_tokens": tokens}) if tokens is not None else None,
         response_id=figures.response_id(payload.get("id")),
-        response_model=echoed_model(payload) if vendor != "cohere" else None,
+        response_model=model if type(model) is str and model else None,
         dimensions=width,
     )
 
@@ -87,8 +90,10 @@ def reader(vendor: str, operation: str) -> Callable[[object], Figures]:
 def _first_vector(vendor: str, payload: object) -> object:
     if vendor == "tei":
         return payload[0] if type(payload) is list and payload else None
+    if type(payload) is not dict:
+        return None
     if vendor == "cohere":
-        by_type = dig(payload, "embeddings")
+        by_type = payload.get("embeddings")
         if type(by_type) is list:
             rows: object = by_type
         elif type(by_type) is dict:
@@ -96,10 +101,10 @@ def _first_vector(vendor: str, payload: object) -> object:
         else:
             return None
         return rows[0] if type(rows) is list and rows else None
-    data = dig(payload, "data")
-    if type(data) is not list or not data:
+    data = payload.get("data")
+    if type(data) is not list or not data or type(data[0]) is not dict:
         return None
-    return dig(data[0], "embedding")
+    return data[0].get("embedding")
 
 
 def _width(vector: object, float32_base64: bool) -> int | None:

@@ -13,12 +13,13 @@ from typing import Any
 import openai
 
 from spanledger.instrument._capture import MethodSpec
-from spanledger.instrument._facts import EmbedFacts, Figures, given, input_texts, server_of
+from spanledger.instrument._facts import EmbedFacts, Figures, input_texts, passed, server_of
 from spanledger.instrument._registry import Installation
 from spanledger.instrument._wire import BILLING, embedding_figures
 
 __all__ = ["install"]
 
+_PARAMS = ("dimensions",)
 _EXTRAS = ("encoding_format", "user")
 
 
@@ -48,14 +49,13 @@ def _embed_facts(
     if type(model) is not str or not model:
         return None
     count, texts = input_texts(kwargs.get("input"))
-    dimensions = kwargs.get("dimensions")
     return EmbedFacts(
         provider="openai",
         model=model,
         input_count=count,
         inputs=texts,
-        request_params={"dimensions": dimensions} if given(dimensions) else {},
-        extras={key: kwargs[key] for key in _EXTRAS if given(kwargs.get(key))},
+        request_params=passed(kwargs, _PARAMS),
+        extras=passed(kwargs, _EXTRAS),
         server_address=server[0],
         server_port=server[1],
         billing=BILLING["openai", "embeddings"],
