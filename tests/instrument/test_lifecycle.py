@@ -6,6 +6,7 @@ import gc
 import subprocess
 import sys
 import textwrap
+import weakref
 from typing import Any
 
 import cohere
@@ -102,6 +103,18 @@ def test_the_voyage_requestor_is_restored_by_the_last_client(standin: StandIn) -
     spanledger.uninstrument(first)
 
     assert (APIRequestor.request, APIRequestor.arequest) == (request, arequest)
+
+
+def test_a_dropped_clients_http_client_is_not_kept_alive(standin: StandIn) -> None:
+    client = spanledger.instrument(
+        openai.OpenAI(api_key=API_KEY, base_url=standin.url, http_client=httpx2.Client())
+    )
+    http_client = weakref.ref(client._client)
+
+    del client
+    gc.collect()
+
+    assert http_client() is None
 
 
 def test_a_client_collected_while_another_is_being_instrumented_does_not_deadlock() -> None:

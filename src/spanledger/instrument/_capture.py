@@ -38,9 +38,9 @@ _NO_RESPONSE = ProviderError(
 )
 
 
+# The SDK call being recorded in this thread or task, if any: the bare context-variable read,
+# since the HTTP hooks ask on every request.
 current_call = _current.get
-"""The SDK call being recorded in this thread or task, if any (the bare context-variable read,
-since the HTTP hooks ask on every request)."""
 
 
 @dataclass(slots=True)
@@ -48,9 +48,10 @@ class MethodSpec:
     """How to record one SDK method.
 
     ``facts`` reads the call's arguments (``None``: do not record this call); ``read`` reads
-    the figures from a decoded 2xx body of that call; ``shape`` reads the vector width or the
-    result count from the SDK's result when the raw body could not be read; ``route`` is the
-    path suffix the SDK posts to, so only this call's own requests count as its attempts.
+    the figures from a decoded 2xx body of that call, into a new ``Figures`` each time;
+    ``shape`` reads the vector width or the result count from the SDK's result when the raw
+    body could not be read; ``route`` is the path suffix the SDK posts to, so only this call's
+    own requests count as its attempts.
     """
 
     facts: Callable[[tuple[Any, ...], dict[str, Any]], CallFacts | None]
@@ -190,9 +191,9 @@ class SdkCall(Recording):
         response, self.answer = self.answer, None
         self._answered = False
         self._figures = None
-        attached = getattr(response, "__dict__", None)
-        if attached is not None:
-            attached.pop("json", None)
+        if response is not None:
+            with contextlib.suppress(Exception):
+                vars(response).pop("json", None)
 
     def _end(self) -> None:
         if self._answered:

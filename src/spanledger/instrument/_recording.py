@@ -58,7 +58,8 @@ class Recording:
         self.restart()
 
     def restart(self) -> None:
-        """Begin the next call: fresh id and clock, announced to start-aware sinks."""
+        """Begin the next call: fresh id and clock, announced to start-aware sinks. The one
+        before must have ended (``succeeded`` or ``failed``), or its event is never emitted."""
         self._done = False
         self.started_at = datetime.now(UTC)
         self._t0 = perf_counter()
@@ -67,11 +68,6 @@ class Recording:
         self.request_id = scope.request_id if scope is not None else None
         if self.recorder.wants_call_started:
             self._announce()
-
-    @property
-    def open(self) -> bool:
-        """Whether the call still waits for its outcome."""
-        return not self._done
 
     def succeeded(self, figures: Figures) -> None:
         """End the call with what the response reported."""

@@ -7,7 +7,8 @@ takes each change back, and so does dropping the client, for what outlives it.
 
 A dropped client is released by the garbage collector, which can run in the middle of any code,
 including code that holds the very locks a release takes. So the collector only queues the
-release, and the queue is worked off by the next ``instrument`` or ``uninstrument``.
+release, and the queue is worked off by the next ``instrument`` or ``uninstrument``. The queue
+holds what it releases weakly: an httpx client that was dropped too is not kept alive by it.
 """
 
 from __future__ import annotations
@@ -34,21 +35,25 @@ _INTEGRATIONS = {
     "voyageai": "spanledger.instrument.voyage_client",
 }
 _lock = threading.RLock()
-_released: deque[tuple[Callable[..., Any], tuple[object, ...]]] = deque()
+_released: deque[tuple[Callable[..., Any], tuple[weakref.ref[Any], ...]]] = deque()
 
 
-def _release_later(release: Callable[..., Any], *args: object) -> None:
+def _release_later(release: Callable[..., Any], *targets: weakref.ref[Any]) -> None:
     """Queue a release; run by the collector too, so it takes no lock (``append`` is atomic)."""
-    _released.append((release, args))
+    _released.append((release, targets))
 
 
 def _run_released() -> None:
-    """Run the queued releases, oldest first; one that fails is logged and the rest still run."""
+    """Run the queued releases, oldest first. A release whose target was collected meanwhile
+    is skipped (what it would take back went with it); one that fails is logged."""
     while True:
         try:
-            release, args = _released.popleft()
+            release, targets = _released.popleft()
         except IndexError:
             return
+        args = [target() for target in targets]
+        if any(arg is None for arg in args):
+            continue
         try:
             release(*args)
         except Exception as exc:
@@ -77,15 +82,17 @@ class Installation:
         self._patched.append((owner, name, wrapped))
 
     def hook(self, http_client: object) -> None:
-        """Report the attempts ``http_client`` makes (released too if the client is dropped)."""
+        """Report the attempts ``http_client`` makes, until ``undo`` or the client is dropped."""
         add_hooks(http_client, is_async=self.is_async)
         self.on_release(remove_hooks, http_client)
 
     def on_release(self, release: Callable[..., Any], *args: object) -> None:
-        """Run ``release(*args)`` on ``uninstrument`` or when the client is garbage collected."""
+        """Run ``release(*args)`` on ``uninstrument``, or once the client has been garbage
+        collected (at the next ``instrument`` or ``uninstrument``). ``args`` are held weakly."""
         client = self._client()
         if client is not None:
-            self._undo.append(weakref.finalize(client, _release_later, release, *args))
+            targets = tuple(weakref.ref(arg) for arg in args)
+            self._undo.append(weakref.finalize(client, _release_later, release, *targets))
 
     def undo(self) -> None:
         self.switch.on = False
