@@ -7,6 +7,7 @@ dropped, and the recorder already isolates its sinks.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any
@@ -71,27 +72,26 @@ class Recording:
 
     def succeeded(self, figures: Figures) -> None:
         """End the call with what the response reported."""
-        if self._done:
-            return
-        self._done = True
-        try:
-            event = self._success(figures, (perf_counter() - self._t0) * 1000.0)
-        except Exception as exc:
-            _log_failure("event_build_failed", exc)
-            return
-        self._deliver(event)
+        self._finish(self._success, figures)
 
     def failed(self, error: ProviderError) -> None:
         """End the call as failed; an attempt abandoned after sending carries an estimate."""
+        self._finish(self._failure, error)
+
+    def _finish(self, build: Callable[[Any, float], Event], outcome: object) -> None:
+        """Emit the event ``build`` makes of ``outcome``, once per call."""
         if self._done:
             return
         self._done = True
         try:
-            event = self._failure(error, (perf_counter() - self._t0) * 1000.0)
+            event = build(outcome, (perf_counter() - self._t0) * 1000.0)
         except Exception as exc:
             _log_failure("event_build_failed", exc)
             return
-        self._deliver(event)
+        try:
+            self.recorder.emit(event)
+        except Exception as exc:
+            _log_failure("event_emit_failed", exc)
 
     def _announce(self) -> None:
         facts = self.facts
@@ -112,12 +112,6 @@ class Recording:
             _log_failure("call_started_build_failed", exc)
             return
         self.recorder.call_started(started)
-
-    def _deliver(self, event: Event) -> None:
-        try:
-            self.recorder.emit(event)
-        except Exception as exc:
-            _log_failure("event_emit_failed", exc)
 
     def _success(self, figures: Figures, latency_ms: float) -> Event:
         facts = self.facts
