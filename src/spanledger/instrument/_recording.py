@@ -114,6 +114,8 @@ class Recording:
         self.recorder.call_started(started)
 
     def _success(self, figures: Figures, latency_ms: float) -> Event:
+        """The success event, its fields spelled out in one dict: this runs on every call, and
+        merging a dict of the common fields into it measurably cost more."""
         facts = self.facts
         usage = figures.usage
         if isinstance(facts, EmbedFacts):
