@@ -32,6 +32,7 @@ from spanledger.events import (
     RerankEvent,
     RerankFailedEvent,
     RerankResponse,
+    builder_of,
     new_call_id,
 )
 from spanledger.providers._calls import EmbedCall, RerankCall
@@ -42,6 +43,9 @@ from spanledger.recorder import Recorder, current_request
 __all__ = ["EmbedAttempt", "RerankAttempt", "drive_async", "drive_sync"]
 
 _log = structlog.get_logger("spanledger.providers")
+_call_started = builder_of(CallStarted)
+_embedding_event = builder_of(EmbeddingEvent)
+_rerank_event = builder_of(RerankEvent)
 T = TypeVar("T")
 Timeout = float | httpx.Timeout | None
 
@@ -147,15 +151,17 @@ class _Attempt:
             self.request_id = scope.request_id if scope is not None else None
         if self.recorder is not None and self.recorder.wants_call_started:
             self.recorder.call_started(
-                CallStarted(
-                    call_id=self.call_id,
-                    operation="embeddings" if self.operation == "embeddings" else "rerank",
-                    provider=mapping.provider,
-                    model=mapping.model,
-                    request_id=self.request_id,
-                    started_at=self.started_at,
-                    server_address=mapping.server_address,
-                    server_port=mapping.server_port,
+                _call_started(
+                    {
+                        "call_id": self.call_id,
+                        "operation": self.operation,
+                        "provider": mapping.provider,
+                        "model": mapping.model,
+                        "request_id": self.request_id,
+                        "started_at": self.started_at,
+                        "server_address": mapping.server_address,
+                        "server_port": mapping.server_port,
+                    }
                 )
             )
 
@@ -211,15 +217,17 @@ class EmbedAttempt(_Attempt):
         call = self.call
         assert call is not None
         self._emit(
-            lambda: EmbeddingEvent(
-                **self._common(call.request_params(), call.extras),
-                input_count=len(call.inputs),
-                input_type=call.input_type,
-                inputs=call.inputs,
-                dimensions=response.dimensions,
-                usage=response.usage,
-                response_id=response.response_id,
-                response_model=response_model,
+            lambda: _embedding_event(
+                {
+                    **self._common(call.request_params(), call.extras),
+                    "input_count": len(call.inputs),
+                    "input_type": call.input_type,
+                    "inputs": call.inputs,
+                    "dimensions": response.dimensions,
+                    "usage": response.usage,
+                    "response_id": response.response_id,
+                    "response_model": response_model,
+                }
             )
         )
         return response
@@ -266,18 +274,20 @@ class RerankAttempt(_Attempt):
         call = self.call
         assert call is not None
         self._emit(
-            lambda: RerankEvent(
-                **self._common(call.request_params(), call.extras),
-                query_length=utf8_bytes(call.query),
-                document_count=len(call.documents),
-                top_k=call.top_k,
-                query=call.query,
-                documents=call.documents,
-                result_count=len(response.results),
-                results=response.results,
-                usage=response.usage,
-                response_id=response.response_id,
-                response_model=response_model,
+            lambda: _rerank_event(
+                {
+                    **self._common(call.request_params(), call.extras),
+                    "query_length": utf8_bytes(call.query),
+                    "document_count": len(call.documents),
+                    "top_k": call.top_k,
+                    "query": call.query,
+                    "documents": call.documents,
+                    "result_count": len(response.results),
+                    "results": response.results,
+                    "usage": response.usage,
+                    "response_id": response.response_id,
+                    "response_model": response_model,
+                }
             )
         )
         return response
