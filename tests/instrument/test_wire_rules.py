@@ -107,7 +107,11 @@ def test_a_base64_float32_vector_width_is_read_without_decoding() -> None:
     payload = body("openai", "/v1/embeddings", {"input": ["x"], "encoding_format": "base64"})
 
     assert embedding_figures("openai", payload).dimensions == standin.DEFAULT_DIMENSIONS
-    assert embedding_figures("openai", payload, float32_base64=False).dimensions is None
+    assert embedding_figures("openai", payload, dtype="int8").dimensions is None
+
+
+class Text(str):
+    """A ``str`` subclass, as numpy's ``str_`` is: one input, not one per character."""
 
 
 @pytest.mark.parametrize(
@@ -122,6 +126,7 @@ def test_a_base64_float32_vector_width_is_read_without_decoding() -> None:
         ([], (0, [])),
         (None, (0, None)),
         (b"bytes", (0, None)),
+        (Text("one input"), (1, ["one input"])),
     ],
 )
 def test_inputs_are_counted_as_the_vendors_count_them(value: object, expected: object) -> None:

@@ -3,9 +3,11 @@
 The wrapped SDK method runs with an ``SdkCall`` in a context variable, so concurrent calls on
 threads or asyncio tasks never see each other's. Hooks at the SDK's HTTP layer report each
 attempt: a request leaving starts one (the first continues the attempt opened when the method
-was entered), an error status ends it at once, and a 2xx response is held until the SDK returns
-or raises. Success figures come from the JSON the SDK decoded from the raw body, captured as it
-decodes it, never from the SDK's typed result.
+was entered; a redirect hop continues the open one), an error status ends it once the client
+has read or dropped the error body, and a 2xx response is held until the SDK returns or raises.
+Success figures come from the JSON the SDK decoded from the raw body, captured as it decodes it,
+never from the SDK's typed result. Sinks are told of the call with the context variable
+cleared, so an instrumented call a sink makes is recorded as its own.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import json
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any, ParamSpec, TypeVar
 
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
+from spanledger.events import Event
 from spanledger.instrument._errors import describe
 from spanledger.instrument._facts import CallFacts, Figures
 from spanledger.instrument._recording import Recording, logged
+from spanledger.providers._http import error_for_status
 from spanledger.recorder import Recorder, get_recorder
 
 __all__ = ["MethodSpec", "SdkCall", "Switch", "current_call", "wrap_async", "wrap_sync"]
@@ -37,6 +42,9 @@ _NO_RESPONSE = ProviderError(
     error_type="no_response",
 )
 
+
+_SETTLING_HOOKS = ("read", "close", "aread", "aclose")
+"""What the HTTP hooks attach to an error response to hear when its body is read."""
 
 # The SDK call being recorded in this thread or task, if any: the bare context-variable read,
 # since the HTTP hooks ask on every request.
@@ -73,44 +81,115 @@ class SdkCall(Recording):
     """The attempts of one SDK method call, recorded in turn by this one object.
 
     ``answer`` is the open attempt's 2xx response (``None`` where the SDK's HTTP layer has no
-    response object of ours to keep); ``answered`` says a 2xx arrived at all.
+    response object of ours to keep); ``answered`` says a 2xx arrived at all. ``failing`` is an
+    error response whose event waits until the client reads its body (or drops it).
     """
 
-    __slots__ = ("_answered", "_figures", "_redirected", "_sent", "answer", "request", "spec")
+    __slots__ = (
+        "_answered",
+        "_failed_at",
+        "_figures",
+        "_hop",
+        "_sent",
+        "answer",
+        "failing",
+        "request",
+        "spec",
+    )
 
     def __init__(self, recorder: Recorder, facts: CallFacts, spec: MethodSpec) -> None:
         self.spec = spec
-        self.request: object = None
+        self.request: Any = None
         self.answer: object = None
+        self.failing: Any = None
+        self._failed_at = 0.0
+        self._hop: Any = None
         self._sent = False
-        self._redirected = False
         self._answered = False
         self._figures: Figures | None = None
         super().__init__(recorder, facts)
 
-    def owns(self, path: str) -> bool:
+    def owns_path(self, path: str) -> bool:
         return path.endswith(self.spec.route)
 
+    def owns(self, request: Any) -> bool:
+        """Whether ``request`` is this call's: to its route, or the client following a
+        redirect its open attempt got (the target's path may be anything)."""
+        return request.url.path.endswith(self.spec.route) or self._follows(request)
+
     def attempt_sent(self, request: object) -> None:
-        """A request left for this call. An earlier attempt still open got no response."""
+        """A request left for this call: a redirect hop of the open attempt, or a new attempt
+        (an earlier one still open got no response)."""
         try:
+            if self.failing is not None:
+                self.error_body_settled(self.failing)
+            follows = self._follows(request)
             self.request = request
+            self._hop = None
+            if follows:
+                return
             if self._done:
                 self.restart()
-            elif self._sent and not self._redirected:
+            elif self._sent:
                 self.failed(_NO_RESPONSE)
                 self.restart()
             self._sent = True
-            self._redirected = False
             if self._answered:
                 self._forget_answer()
         except Exception as exc:
             logged(exc)
 
+    def attempt_redirected(self, response: object) -> None:
+        """A 3xx arrived: the request the client sends next, if it follows, is the same
+        attempt."""
+        self._hop = response
+
+    def _follows(self, request: Any) -> bool:
+        """Whether ``request`` is the client following the redirect the open attempt got: a
+        307/308 resends the very same body stream, a 301/302/303 turns into a GET to the
+        ``Location``. An SDK's retry is a new request with a new body."""
+        hop, prior = self._hop, self.request
+        if hop is None or prior is None or request is None:
+            return False
+        try:
+            stream = request.stream
+            if stream is not None and stream is getattr(prior, "stream", None):
+                return True
+            location = hop.headers.get("location")
+            if request.method != "GET" or not location:
+                return False
+            target = prior.url.join(location).copy_with(fragment=None)
+            return bool(request.url.copy_with(fragment=None) == target)
+        except Exception:
+            return False
+
     def attempt_failed(self, error: ProviderError) -> None:
         """The attempt ended with an error status (or a transport failure the hook saw)."""
         self._sent = False
         self.failed(error)
+
+    def attempt_errored(self, response: Any) -> None:
+        """An error status arrived: the attempt failed, and its event waits for the body that
+        the client reads next (``error_body_settled``), so reading it stays the client's."""
+        self.failing = response
+        self._failed_at = perf_counter()
+
+    def error_body_settled(self, response: Any) -> None:
+        """The client read (or dropped) the error body of ``response``: end the attempt with
+        what the status, its headers and the body (when read) say."""
+        try:
+            if response is not self.failing:
+                return
+            self.failing = None
+            self._sent = False
+            attributes = vars(response)
+            for name in _SETTLING_HOOKS:
+                attributes.pop(name, None)
+            body = _body(response)
+            error = error_for_status(response.status_code, response.headers, body)
+            self.failed(error, self._failed_at)
+        except Exception as exc:
+            logged(exc)
 
     def attempt_raised(self, exc: BaseException) -> None:
         """The HTTP layer raised for this attempt: an error status or a transport failure."""
@@ -120,9 +199,6 @@ class SdkCall(Recording):
             logged(failure)
             return
         self.attempt_failed(error)
-
-    def attempt_redirected(self) -> None:
-        self._redirected = True
 
     def attempt_answered(self, response: object = None) -> None:
         """A 2xx arrived (``response``: the client's response object, when there is one)."""
@@ -140,8 +216,15 @@ class SdkCall(Recording):
     def returned(self, result: object) -> None:
         """The SDK method returned: the open attempt succeeded."""
         try:
+            if self.failing is not None:
+                self.error_body_settled(self.failing)
             if not self._done:
-                self.succeeded(self._success_figures(result))
+                try:
+                    found = self._success_figures(result)
+                except Exception as exc:
+                    logged(exc)
+                    found = Figures()
+                self.succeeded(found)
         except Exception as exc:
             logged(exc)
         finally:
@@ -150,6 +233,8 @@ class SdkCall(Recording):
     def raised(self, exc: BaseException) -> None:
         """The SDK method raised: end the open attempt, if any, with what went wrong."""
         try:
+            if self.failing is not None:
+                self.error_body_settled(self.failing)
             if self._done:
                 return
             if self._answered:
@@ -171,11 +256,28 @@ class SdkCall(Recording):
         finally:
             self._end()
 
+    def _announce(self) -> None:
+        """Sinks hear of the call outside it: an instrumented call a sink makes is its own."""
+        token = _current.set(None)
+        try:
+            super()._announce()
+        finally:
+            _current.reset(token)
+
+    def _finish(
+        self, build: Callable[[Any, float], Event], outcome: object, ended: float | None = None
+    ) -> None:
+        token = _current.set(None)
+        try:
+            super()._finish(build, outcome, ended)
+        finally:
+            _current.reset(token)
+
     def _success_figures(self, result: object) -> Figures:
         found = self._figures
         if found is None and self._answered:
             body = _body(self.answer)
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):
                 found = self.spec.read(json.loads(body), self.facts) if body else None
         if found is None:
             found = Figures()

@@ -118,8 +118,8 @@ def input_texts(value: object) -> tuple[int, list[str] | None]:
     """
     if type(value) is list:
         items: list[Any] = value
-    elif type(value) is str:
-        return 1, [value]
+    elif isinstance(value, str):
+        return 1, [str(value)]
     elif isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
         items = list(value)
     else:

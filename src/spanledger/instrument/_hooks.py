@@ -1,9 +1,10 @@
 """httpx event hooks that report an SDK's HTTP attempts to the call being recorded.
 
 They are added to the SDK's own httpx (or httpx2) client and do nothing unless a recorded
-call is running in the current context and the request is to that call's endpoint. An error
-body is read in the hook, which is the read the client would make right after it anyway; a
-2xx body is left to the client, and its decoded JSON is captured when the SDK asks for it.
+call is running in the current context and the request is to that call's endpoint (or a
+redirect hop of it). Bodies are always read by the client: a 2xx body's decoded JSON is
+captured when the SDK asks for it, and an error's event goes out when the client reads or
+drops the error body.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 
 from spanledger.instrument._capture import SdkCall, current_call
 from spanledger.instrument._recording import logged
-from spanledger.providers._http import error_for_status
 
 __all__ = ["add_hooks", "remove_hooks"]
 
@@ -25,7 +25,7 @@ _users: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 def _on_request(request: Any) -> None:
     call = current_call()
-    if call is not None and call.owns(request.url.path):
+    if call is not None and call.owns(request):
         call.attempt_sent(request)
 
 
@@ -35,34 +35,75 @@ async def _on_request_async(request: Any) -> None:
 
 def _on_response(response: Any) -> None:
     call = current_call()
-    if call is None or response.request is not call.request or call.request is None:
-        return
-    if not 200 <= response.status_code < 400:
-        response.read()
-    _settle(call, response)
+    if call is not None and call.request is not None and response.request is call.request:
+        _settle(call, response, is_async=False)
 
 
 async def _on_response_async(response: Any) -> None:
     call = current_call()
-    if call is None or response.request is not call.request or call.request is None:
-        return
-    if not 200 <= response.status_code < 400:
-        await response.aread()
-    _settle(call, response)
+    if call is not None and call.request is not None and response.request is call.request:
+        _settle(call, response, is_async=True)
 
 
-def _settle(call: SdkCall, response: Any) -> None:
+def _settle(call: SdkCall, response: Any, *, is_async: bool) -> None:
+    """A 2xx is held for the SDK to decode; an error waits for its body; a redirect hop
+    leaves the attempt open for the request that follows it."""
     try:
         status = response.status_code
         if 200 <= status < 300:
             call.attempt_answered(response)
             _capture_json(response, call)
         elif 300 <= status < 400:
-            call.attempt_redirected()
+            call.attempt_redirected(response)
         else:
-            call.attempt_failed(error_for_status(status, response.headers, response.content))
+            call.attempt_errored(response)
+            _settle_when_read(response, call, is_async=is_async)
     except Exception as exc:
         logged(exc)
+
+
+def _settle_when_read(response: Any, call: SdkCall, *, is_async: bool) -> None:
+    """End the failed attempt when the client reads the error body or closes the response.
+
+    Reading the body is left to the client: a body that breaks off mid-read must fail in the
+    client's own read, exactly as it would without the hooks.
+    """
+    attributes = vars(response)
+    reading = False  # a read closes the response itself before the body is at hand
+    if is_async:
+        aread, aclose = response.aread, response.aclose
+
+        async def read_async() -> Any:
+            nonlocal reading
+            reading = True
+            try:
+                return await aread()
+            finally:
+                call.error_body_settled(response)
+
+        async def close_async() -> Any:
+            if not reading:
+                call.error_body_settled(response)
+            return await aclose()
+
+        attributes["aread"], attributes["aclose"] = read_async, close_async
+        return
+    read, close = response.read, response.close
+
+    def read_sync() -> Any:
+        nonlocal reading
+        reading = True
+        try:
+            return read()
+        finally:
+            call.error_body_settled(response)
+
+    def close_sync() -> Any:
+        if not reading:
+            call.error_body_settled(response)
+        return close()
+
+    attributes["read"], attributes["close"] = read_sync, close_sync
 
 
 def _capture_json(response: Any, call: SdkCall) -> None:

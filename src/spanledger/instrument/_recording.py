@@ -74,17 +74,21 @@ class Recording:
         """End the call with what the response reported."""
         self._finish(self._success, figures)
 
-    def failed(self, error: ProviderError) -> None:
-        """End the call as failed; an attempt abandoned after sending carries an estimate."""
-        self._finish(self._failure, error)
+    def failed(self, error: ProviderError, ended: float | None = None) -> None:
+        """End the call as failed; an attempt abandoned after sending carries an estimate.
+        ``ended``: the ``perf_counter`` reading when the call really ended, if that was earlier."""
+        self._finish(self._failure, error, ended)
 
-    def _finish(self, build: Callable[[Any, float], Event], outcome: object) -> None:
+    def _finish(
+        self, build: Callable[[Any, float], Event], outcome: object, ended: float | None = None
+    ) -> None:
         """Emit the event ``build`` makes of ``outcome``, once per call."""
         if self._done:
             return
         self._done = True
         try:
-            event = build(outcome, (perf_counter() - self._t0) * 1000.0)
+            end = perf_counter() if ended is None else ended
+            event = build(outcome, (end - self._t0) * 1000.0)
         except Exception as exc:
             _log_failure("event_build_failed", exc)
             return

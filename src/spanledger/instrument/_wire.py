@@ -14,7 +14,14 @@ from spanledger.events import EmbeddingUsage, builder_of
 from spanledger.instrument._facts import Figures
 from spanledger.providers._mapping import dig, echoed_model, rerank_usage
 
-__all__ = ["BILLING", "VENDORS", "embedding_figures", "reader", "rerank_figures"]
+__all__ = [
+    "BILLING",
+    "VENDORS",
+    "embedding_figures",
+    "has_vectors",
+    "reader",
+    "rerank_figures",
+]
 
 VENDORS = ("openai", "cohere", "jina", "tei", "voyageai")
 
@@ -45,13 +52,18 @@ BILLING: dict[tuple[str, str], str | None] = {
 """What each vendor bills an endpoint by, for estimates of abandoned attempts."""
 
 
-def embedding_figures(vendor: str, payload: object, *, float32_base64: bool = True) -> Figures:
+def embedding_figures(vendor: str, payload: object, *, dtype: object = None) -> Figures:
     """Usage, id, echoed model and vector width from one embedding response body.
 
-    ``float32_base64`` says whether a base64 vector holds float32 values (its width is then
-    a quarter of its decoded length); otherwise a base64 vector's width is not read.
+    ``dtype`` is the vector type the request asked for (``output_dtype``, ``embedding_type``,
+    ``encoding_format``; ``None`` for the vendor's float default). It says how wide a vector
+    is: a base64 float32 vector holds 4 bytes per dimension, a packed ``binary`` one 8
+    dimensions per entry. A width that cannot be told is not reported.
     """
-    width = _width(_first_vector(vendor, payload), float32_base64)
+    if dtype is not None and type(dtype) is not str:
+        dtype = "unreadable"
+    vector, kind = _first_vector(vendor, payload, dtype)
+    width = _width(vector, kind)
     if type(payload) is not dict:
         return Figures(dimensions=width)
     path = _EMBED_TOKENS.get(vendor)
@@ -63,6 +75,17 @@ def embedding_figures(vendor: str, payload: object, *, float32_base64: bool = Tr
         response_model=model if type(model) is str and model else None,
         dimensions=width,
     )
+
+
+def has_vectors(vendor: str, payload: object) -> bool:
+    """Whether ``payload`` holds the vectors an embedding response must (however encoded)."""
+    if vendor == "tei":
+        return type(payload) is list
+    if type(payload) is not dict:
+        return False
+    if vendor == "cohere":
+        return type(payload.get("embeddings")) in (list, dict)
+    return type(payload.get("data")) is list
 
 
 def rerank_figures(vendor: str, payload: object) -> Figures:
@@ -87,30 +110,41 @@ def reader(vendor: str, operation: str) -> Callable[[object], Figures]:
     return lambda payload: rerank_figures(vendor, payload)
 
 
-def _first_vector(vendor: str, payload: object) -> object:
+def _first_vector(vendor: str, payload: object, dtype: object) -> tuple[object, object]:
+    """The first vector and its type (Cohere names the type in the body)."""
     if vendor == "tei":
-        return payload[0] if type(payload) is list and payload else None
+        return (payload[0] if type(payload) is list and payload else None), dtype
     if type(payload) is not dict:
-        return None
+        return None, dtype
     if vendor == "cohere":
         by_type = payload.get("embeddings")
         if type(by_type) is list:
             rows: object = by_type
         elif type(by_type) is dict:
-            rows = by_type.get("float", next(iter(by_type.values()), None))
+            dtype = "float" if "float" in by_type else next(iter(by_type), None)
+            rows = by_type.get(dtype)
         else:
-            return None
-        return rows[0] if type(rows) is list and rows else None
+            return None, dtype
+        return (rows[0] if type(rows) is list and rows else None), dtype
     data = payload.get("data")
     if type(data) is not list or not data or type(data[0]) is not dict:
-        return None
-    return data[0].get("embedding")
+        return None, dtype
+    return data[0].get("embedding"), dtype
 
 
-def _width(vector: object, float32_base64: bool) -> int | None:
+_ONE_PER_ENTRY = frozenset({None, "float", "base64", "int8", "uint8"})
+_PACKED_BITS = frozenset({"binary", "ubinary"})
+_FLOAT32_TEXT = frozenset({None, "float", "base64"})
+
+
+def _width(vector: object, dtype: object) -> int | None:
     if type(vector) is list:
-        return len(vector) or None
-    if type(vector) is str and float32_base64:
+        if not vector:
+            return None
+        if dtype in _ONE_PER_ENTRY:
+            return len(vector)
+        return len(vector) * 8 if dtype in _PACKED_BITS else None
+    if type(vector) is str and dtype in _FLOAT32_TEXT:
         tail = vector[-2:]
         padding = len(tail) - len(tail.rstrip("="))
         size = len(vector) * 3 // 4 - padding

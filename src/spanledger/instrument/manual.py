@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence, Sized
 from types import TracebackType
 from typing import Any, Self
@@ -128,7 +129,7 @@ class _Record:
         problem = ProviderError(
             category,
             status_code=status,
-            retry_after=float(wait) if wait is not None and wait >= 0 else None,
+            retry_after=float(wait) if wait is not None and 0 <= wait < math.inf else None,
             fingerprint=Fingerprint.of(raw) if raw is not None else None,
             error_type=f"http_{status}" if status is not None else category.value,
         )
@@ -225,16 +226,23 @@ class RerankRecord(_Record):
         result_count: int | None = None,
     ) -> None:
         """End the call as a success. ``results`` are counted (and kept for exporters that opted
-        in to payload); without them, ``result_count`` or ``raw`` must say how many came back."""
+        in to payload); without them, ``result_count`` or ``raw`` (of a known vendor) must say
+        how many came back. A ``raw`` body that does not hold the vendor's results ends the
+        call as ``provider_invalid_response`` instead, without raising."""
         found = self._raw_figures(raw)
         count = _count(results)
         if count is None:
             count = result_count if type(result_count) is int and result_count >= 0 else None
         if count is None:
             count = found.result_count
-        if count is None:
-            raise TypeError("succeeded() needs results, result_count or a raw body to count")
+        if count is None and (raw is None or self._facts.provider not in VENDORS):
+            raise TypeError(
+                "succeeded() needs results, result_count or a known vendor's raw body to count"
+            )
         self._claim_outcome()
+        if count is None:
+            self._end(lambda recording: recording.failed(_no_results(raw)))
+            return
 
         def reported() -> Figures:
             return Figures(
@@ -320,6 +328,17 @@ def record_rerank(
         billing=BILLING.get((provider, "rerank")),
     )
     return RerankRecord(facts, recorder)
+
+
+def _no_results(raw: object) -> ProviderError:
+    """A rerank body that does not say what came back: the vendor's answer is unreadable."""
+    text = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    return ProviderError(
+        ErrorCategory.INVALID_RESPONSE,
+        detail="the rerank body holds no results",
+        fingerprint=Fingerprint.of(bytes(text)) if isinstance(text, bytes | bytearray) else None,
+        error_type="missing_field",
+    )
 
 
 def _check_identity(provider: object, model: object) -> None:

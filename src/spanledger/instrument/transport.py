@@ -25,7 +25,7 @@ from spanledger.instrument._errors import describe
 from spanledger.instrument._facts import Figures
 from spanledger.instrument._recording import Recording, logged
 from spanledger.instrument._routes import Route, checked_vendors, facts_for, recognise
-from spanledger.instrument._wire import embedding_figures, rerank_figures
+from spanledger.instrument._wire import embedding_figures, has_vectors, rerank_figures
 from spanledger.providers._http import error_for_status
 from spanledger.recorder import get_recorder
 
@@ -138,6 +138,7 @@ class _Watch:
             self._record(response.status_code, response.headers, raw)
         except Exception as exc:
             logged(exc)
+            self._unrecorded(raw)
         return httpx.Response(
             response.status_code,
             headers=response.headers,
@@ -155,23 +156,35 @@ class _Watch:
             return
         try:
             payload = json.loads(body) if body is not None else None
-        except ValueError:
+        except (ValueError, RecursionError):
             payload = None
         if payload is None:
             self.recording.failed(_unreadable(body if body is not None else raw, "invalid_json"))
             return
         found = self._figures(payload)
-        if self.route.operation == "rerank" and found.result_count is None:
+        if self.route.operation == "rerank":
+            answered = found.result_count is not None
+        else:
+            answered = has_vectors(self.route.vendor, payload)
+        if not answered:
             self.recording.failed(_unreadable(body or raw, "missing_field"))
             return
         self.recording.succeeded(found)
+
+    def _unrecorded(self, raw: bytes) -> None:
+        """The outcome could not be read at all: still the call's one event, as unreadable."""
+        try:
+            self.recording.failed(_unreadable(raw, "unreadable_response"))
+        except Exception as exc:
+            logged(exc)
 
     def _figures(self, payload: object) -> Figures:
         vendor = self.route.vendor
         if self.route.operation == "rerank":
             return rerank_figures(vendor, payload)
-        dtype = self.request_body.get("output_dtype", self.request_body.get("embedding_type"))
-        return embedding_figures(vendor, payload, float32_base64=dtype in (None, "float"))
+        body = self.request_body
+        dtype = body.get("output_dtype", body.get("embedding_type", body.get("encoding_format")))
+        return embedding_figures(vendor, payload, dtype=dtype)
 
 
 def _watch(request: httpx.Request, vendors: Mapping[str, str]) -> _Watch | None:
@@ -182,7 +195,7 @@ def _watch(request: httpx.Request, vendors: Mapping[str, str]) -> _Watch | None:
     if not recorder.active:
         return None
     try:
-        body = json.loads(request.content)
+        body = json.loads(_request_body(request))
     except Exception:
         return None
     if type(body) is not dict:
@@ -195,6 +208,18 @@ def _watch(request: httpx.Request, vendors: Mapping[str, str]) -> _Watch | None:
     except Exception as exc:
         logged(exc)
         return None
+
+
+def _request_body(request: httpx.Request) -> bytes:
+    """The request's body. A client following a 307/308 resends the first request's body
+    stream unread; an in-memory one can be read again, any other is not ours to consume."""
+    try:
+        return request.content
+    except httpx.RequestNotRead:
+        stream = request.stream
+        if not isinstance(stream, httpx.ByteStream):
+            raise
+        return b"".join(stream)
 
 
 def _decoded(status: int, headers: httpx.Headers, raw: bytes) -> bytes | None:

@@ -138,8 +138,7 @@ def _rerank_facts(
 
 
 def _read_embed(payload: object, facts: CallFacts) -> Figures:
-    float32 = facts.extras.get("output_dtype") in (None, "float")
-    return embedding_figures("voyageai", payload, float32_base64=float32)
+    return embedding_figures("voyageai", payload, dtype=facts.extras.get("output_dtype"))
 
 
 def _read_rerank(payload: object, facts: CallFacts) -> Figures:
@@ -180,7 +179,7 @@ _requestor = _RequestorWrap()
 def _sync_attempt(original: Callable[..., Any]) -> Callable[..., Any]:
     def request(self: Any, method: Any, url: Any, *args: Any, **kwargs: Any) -> Any:
         call = current_call()
-        if call is None or type(url) is not str or not call.owns(url):
+        if call is None or type(url) is not str or not call.owns_path(url):
             return original(self, method, url, *args, **kwargs)
         call.attempt_sent(None)
         try:
@@ -198,7 +197,7 @@ def _sync_attempt(original: Callable[..., Any]) -> Callable[..., Any]:
 def _async_attempt(original: Callable[..., Any]) -> Callable[..., Any]:
     async def arequest(self: Any, method: Any, url: Any, *args: Any, **kwargs: Any) -> Any:
         call = current_call()
-        if call is None or type(url) is not str or not call.owns(url):
+        if call is None or type(url) is not str or not call.owns_path(url):
             return await original(self, method, url, *args, **kwargs)
         call.attempt_sent(None)
         try:

@@ -69,15 +69,16 @@ def category_for_status(
 def error_for_status(
     status: int,
     headers: httpx.Headers,
-    body: bytes,
+    body: bytes | None,
     overrides: dict[int, ErrorCategory] | None = None,
 ) -> ProviderError:
-    """A categorised error for a failed response: status, ``Retry-After``, body fingerprint."""
+    """A categorised error for a failed response: status, ``Retry-After``, body fingerprint
+    (none when the body was never read)."""
     return ProviderError(
         category_for_status(status, overrides),
         status_code=status,
         retry_after=parse_retry_after(headers.get("retry-after")),
-        fingerprint=Fingerprint.of(body),
+        fingerprint=Fingerprint.of(body) if body is not None else None,
         error_type=f"http_{status}",
     )
 
