@@ -164,6 +164,40 @@ def test_a_rerank_needs_something_to_count(tape: Tape) -> None:
     assert event.result_count == 0
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"id": "rr-1", "meta": {"billed_units": {"search_units": 1}}}',
+        b'{"results": "none"}',
+        "[" * 100_000,
+        {"results": None},
+    ],
+)
+def test_a_known_vendors_body_without_results_is_an_invalid_response(
+    tape: Tape, raw: object
+) -> None:
+    with rerank_block(provider="cohere") as call:
+        call.succeeded(raw=raw)
+
+    [event] = tape.events
+    assert isinstance(event, RerankFailedEvent)
+    assert (event.error_category, event.error_type) == (
+        ErrorCategory.INVALID_RESPONSE,
+        "missing_field",
+    )
+    assert (event.fingerprint is not None) == isinstance(raw, str | bytes)
+
+
+def test_an_unknown_vendors_raw_body_cannot_be_counted(tape: Tape) -> None:
+    with rerank_block(provider="acme") as call:
+        with pytest.raises(TypeError, match="raw body"):
+            call.succeeded(raw={"results": [{"index": 0}]})
+        call.succeeded(result_count=1)
+
+    [event] = tape.events
+    assert isinstance(event, RerankEvent)
+
+
 def test_query_length_is_in_utf8_bytes(tape: Tape) -> None:
     with rerank_block(query="café ✓") as call:
         call.succeeded(results=[])
@@ -234,6 +268,17 @@ def test_failed_records_a_handled_error_without_raising(tape: Tape) -> None:
     )
     assert event.fingerprint is not None
     assert event.fingerprint.byte_length == 2
+
+
+@pytest.mark.parametrize("wait", [float("inf"), float("nan"), -1.0])
+def test_a_retry_after_that_is_no_wait_is_not_reported(tape: Tape, wait: float) -> None:
+    with rerank_block() as call:
+        call.failed("provider_rate_limit", status_code=429, retry_after=wait)
+
+    [event] = tape.events
+    assert isinstance(event, RerankFailedEvent)
+    assert event.retry_after is None
+    assert "inf" not in (event.error_message or "")
 
 
 def test_a_block_without_an_outcome_is_a_failure_with_a_warning(tape: Tape) -> None:

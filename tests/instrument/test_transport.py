@@ -246,6 +246,110 @@ def test_a_body_that_is_not_the_endpoints_answer_is_an_invalid_response(tape: Ta
     )
 
 
+DEEP = b"[" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("body", "error_type"),
+    [
+        (DEEP, "invalid_json"),
+        (b'{"error": {"message": "quota"}}', "missing_field"),
+        (b'{"object": "list", "usage": {"prompt_tokens": 3}}', "missing_field"),
+    ],
+)
+def test_an_embeddings_body_without_vectors_is_an_invalid_response(
+    tape: Tape, body: bytes, error_type: str
+) -> None:
+    inner = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    with httpx.Client(transport=spanledger.instrument.transport(inner)) as client:
+        response = client.post(
+            "https://api.openai.com/v1/embeddings", json={"model": "m", "input": ["x"]}
+        )
+
+    assert response.content == body
+    assert [kind for kind, _ in tape.log] == ["start", "event"]
+    [event] = tape.events
+    assert isinstance(event, EmbeddingFailedEvent)
+    assert (event.error_category, event.error_type) == (ErrorCategory.INVALID_RESPONSE, error_type)
+
+
+async def test_a_body_too_deep_to_decode_still_ends_the_async_call(tape: Tape) -> None:
+    inner = httpx.MockTransport(lambda request: httpx.Response(200, content=DEEP))
+    async with httpx.AsyncClient(transport=spanledger.instrument.async_transport(inner)) as client:
+        response = await client.post(
+            "https://api.cohere.com/v2/rerank", json={"model": "r", "query": "q", "documents": []}
+        )
+
+    assert response.content == DEEP
+    [event] = tape.events
+    assert isinstance(event, RerankFailedEvent)
+    assert event.error_type == "invalid_json"
+
+
+def test_a_followed_redirect_is_seen_hop_by_hop(tape: Tape) -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path == "/old/v1/embeddings":
+            return httpx.Response(307, headers={"location": "/new/v1/embeddings"})
+        return httpx.Response(200, json=OPENAI_BODY)
+
+    transport = spanledger.instrument.transport(httpx.MockTransport(handler))
+    with httpx.Client(transport=transport, follow_redirects=True) as client:
+        response = client.post(
+            "https://api.openai.com/old/v1/embeddings", json={"model": "m", "input": ["x"]}
+        )
+
+    assert response.json() == OPENAI_BODY
+    assert seen == ["/old/v1/embeddings", "/new/v1/embeddings"]
+    assert [kind for kind, _ in tape.log] == ["start", "event", "start", "event"]
+    hop, answer = tape.events
+    assert isinstance(hop, EmbeddingFailedEvent)
+    assert (hop.status_code, hop.error_type, hop.estimated_usage) == (307, "http_307", None)
+    assert isinstance(answer, EmbeddingEvent)
+    assert (answer.usage, answer.input_count) == (EmbeddingUsage(input_tokens=9), 1)
+
+
+@pytest.mark.parametrize(
+    ("url", "request_body", "response_body", "width"),
+    [
+        (
+            "https://api.voyageai.com/v1/embeddings",
+            {"model": "voyage-3", "input": ["x"], "output_dtype": "binary"},
+            {"object": "list", "data": [{"embedding": [-3] * 128, "index": 0}]},
+            1024,
+        ),
+        (
+            "https://api.cohere.com/v2/embed",
+            {"model": "embed-v4.0", "texts": ["x"], "embedding_types": ["ubinary"]},
+            {"id": "e", "embeddings": {"ubinary": [[200] * 64]}, "meta": {}},
+            512,
+        ),
+        (
+            "https://api.openai.com/v1/embeddings",
+            {"model": "m", "input": ["x"], "encoding_format": "base64"},
+            {"object": "list", "data": [{"embedding": "AAAAPwAAgD4=", "index": 0}]},
+            2,
+        ),
+    ],
+)
+def test_the_vector_width_follows_the_type_the_request_asked_for(
+    tape: Tape,
+    url: str,
+    request_body: dict[str, Any],
+    response_body: dict[str, Any],
+    width: int,
+) -> None:
+    inner = httpx.MockTransport(lambda request: httpx.Response(200, json=response_body))
+    with httpx.Client(transport=spanledger.instrument.transport(inner)) as client:
+        client.post(url, json=request_body)
+
+    [event] = tape.events
+    assert isinstance(event, EmbeddingEvent)
+    assert event.dimensions == width
+
+
 def test_a_transport_failure_is_recorded_and_raised_unchanged(tape: Tape) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1/embeddings"
     with (

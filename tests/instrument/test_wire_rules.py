@@ -110,6 +110,38 @@ def test_a_base64_float32_vector_width_is_read_without_decoding() -> None:
     assert embedding_figures("openai", payload, dtype="int8").dimensions is None
 
 
+def first_vector(vendor: str, vector: object) -> dict[str, Any]:
+    if vendor == "cohere":
+        return {"embeddings": vector}
+    return {"data": [{"object": "embedding", "index": 0, "embedding": vector}]}
+
+
+@pytest.mark.parametrize(
+    ("vendor", "dtype", "vector", "width"),
+    [
+        ("voyageai", "binary", [-3] * 128, 1024),
+        ("voyageai", "ubinary", [200] * 128, 1024),
+        ("voyageai", "int8", [-3] * 1024, 1024),
+        ("voyageai", "uint8", [200] * 1024, 1024),
+        ("jina", "ubinary", [200] * 96, 768),
+        ("jina", "base64", "AAAAPwAAgD4=", 2),
+        ("voyageai", "int8", "AAAAPwAAgD4=", None),
+        ("voyageai", "bit", [1] * 128, None),
+        ("voyageai", ["binary"], [1] * 128, None),
+        ("cohere", None, {"binary": [[-3] * 128]}, 1024),
+        ("cohere", None, {"ubinary": [[200] * 128], "float": [[0.5] * 1024]}, 1024),
+        ("cohere", None, {"int8": [[-3] * 1024]}, 1024),
+        ("cohere", None, {"base64": ["AAAAPwAAgD4="]}, 2),
+    ],
+)
+def test_a_vector_is_as_wide_as_its_type_says(
+    vendor: str, dtype: object, vector: object, width: int | None
+) -> None:
+    payload = first_vector(vendor, vector)
+
+    assert embedding_figures(vendor, payload, dtype=dtype).dimensions == width
+
+
 class Text(str):
     """A ``str`` subclass, as numpy's ``str_`` is: one input, not one per character."""
 
