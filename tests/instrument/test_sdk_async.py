@@ -63,6 +63,7 @@ async def test_async_callers_see_what_the_bare_client_gives(op: Op, standin: Sta
         assert malformed.usage is None
     assert isinstance(limited, FailedEvent)
     assert (limited.error_category, limited.retry_after) == (ErrorCategory.RATE_LIMIT, 2.0)
+    assert limited.fingerprint is not None  # the async client read the error body
 
 
 @pytest.mark.parametrize("op", [OPS[0], OPS[2]], ids=["openai-embed", "cohere-rerank"])
