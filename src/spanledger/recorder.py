@@ -109,6 +109,7 @@ class Recorder:
     ) -> None:
         self._slots = tuple(_SinkSlot(sink, i) for i, sink in enumerate(sinks))
         self._starters = tuple((slot, slot.start) for slot in self._slots if slot.start is not None)
+        self._enders = self._slots[::-1]
         self.wants_call_started = bool(self._starters)
         """Whether any sink takes start notices (callers skip building one otherwise)."""
         self._lock = threading.Lock()
@@ -154,13 +155,14 @@ class Recorder:
 
     def emit(self, event: Event) -> None:
         """Price the event (when a ledger is set), then deliver it to the request scope and
-        every sink."""
+        every sink, last sink first: sinks that made something current when the call started
+        (a live span) restore the context in the reverse order, as nested blocks do."""
         if self.ledger is not None and event.cost is None:
             event = self._priced(event)
         scope = _current_scope.get()
         if scope is not None:
             scope.add(event)
-        for slot in self._slots:
+        for slot in self._enders:
             try:
                 slot.emit(event)
             except Exception as exc:

@@ -18,6 +18,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import spanledger
 from spanledger import ProviderError
 from spanledger.events import EmbeddingEvent, Event, RerankEvent
+from spanledger.exporters.otel import OtelExporter
 from spanledger.providers import CohereEmbeddings
 from spanledger.standin import StandIn
 
@@ -226,6 +227,27 @@ def test_span_parents_under_the_callers_span_and_context_is_restored(
         assert span.context is not None
         assert parent_id(span) == parent_context.span_id
         assert span.context.trace_id == parent_context.trace_id
+
+
+def test_two_exporters_in_one_recorder_restore_the_callers_context(
+    otel: OtelRig, providers: Providers
+) -> None:
+    second = OtelExporter(tracer_provider=otel.tracer_provider, enable_metrics=False)
+    recorder = spanledger.Recorder([otel.exporter, second])
+    tracer = otel.tracer_provider.get_tracer("test")
+    embedder = providers.embedder("cohere", "embed-v4.0", recorder)
+    with tracer.start_as_current_span("parent") as parent:
+        embedder.embed(["a"])
+        assert trace.get_current_span() is parent
+        embedder.embed(["b"])
+        assert trace.get_current_span() is parent
+
+    spans = otel.call_spans()
+    assert len(spans) == 4
+    outer = [span for span in spans if parent_id(span) == parent.get_span_context().span_id]
+    inner = [span for span in spans if span not in outer]
+    assert len(outer) == 2  # the first exporter's spans; the second's nest under them
+    assert {parent_id(span) for span in inner} == {span_id(span) for span in outer}
 
 
 def test_http_client_span_from_an_event_hook_is_a_child_of_the_call_span(

@@ -23,7 +23,7 @@ from voyageai.api_resources.api_requestor import APIRequestor
 from voyageai.local.model_registry import SUPPORTED_MODELS
 
 import spanledger
-from spanledger import Recorder
+from spanledger import EmbeddingFailedEvent, ErrorCategory, Recorder
 from spanledger.exporters.otel import OtelExporter
 from spanledger.instrument import _capture, _recording, voyage_client
 from spanledger.standin import StandIn
@@ -199,7 +199,7 @@ def test_a_failing_sink_never_reaches_the_caller(standin: StandIn) -> None:
     assert next(iter(recorder.stats.values())).failed == 1
 
 
-def test_an_event_that_cannot_be_built_is_logged_and_the_call_returns(
+def test_an_event_that_cannot_be_built_is_logged_and_the_call_still_ends(
     standin: StandIn, tape: Tape, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(fields: Any) -> Any:
@@ -212,7 +212,13 @@ def test_an_event_that_cannot_be_built_is_logged_and_the_call_returns(
         result = client.embed(model="m", texts=TEXTS, input_type="search_query")
 
     assert len(result.embeddings.float_ or []) == 3
-    assert tape.events == []
+    assert [kind for kind, _ in tape.log] == ["start", "event"]
+    [event] = tape.events
+    assert isinstance(event, EmbeddingFailedEvent)
+    assert (event.error_category, event.error_type) == (
+        ErrorCategory.INVALID_RESPONSE,
+        "unrecordable_outcome",
+    )
     assert {entry["event"] for entry in logs} == {"event_build_failed"}
     assert logs[0]["error_type"] == "ValueError"
 

@@ -12,9 +12,14 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import cohere
 import httpx2
 import openai
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import spanledger
 from spanledger import (
@@ -24,7 +29,9 @@ from spanledger import (
     ErrorCategory,
     Event,
     Recorder,
+    RerankFailedEvent,
 )
+from spanledger.exporters.otel import OtelExporter
 from tests.instrument.conftest import API_KEY, Tape
 
 Reply = tuple[int, dict[str, str], bytes]
@@ -361,3 +368,43 @@ def test_each_attempt_lost_in_a_redirect_loop_is_recorded() -> None:
     assert len(tape.events) == 2
     assert all(isinstance(event, EmbeddingFailedEvent) for event in tape.events)
     assert [kind for kind, _ in tape.log] == ["start", "event", "start", "event"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"id": "rr-1", "meta": {"billed_units": {"search_units": 1}}},
+        {"id": "rr-1", "results": None, "meta": {"billed_units": {"search_units": 1}}},
+    ],
+)
+def test_a_rerank_answer_without_results_fails_and_its_span_ends(body: dict[str, Any]) -> None:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tape = Tape()
+    recorder = Recorder([OtelExporter(tracer_provider=provider, enable_metrics=False), tape])
+
+    def script(method: str, path: str, sent: dict[str, Any], counts: Counter[str]) -> Reply:
+        return 200, {}, json.dumps(body).encode()
+
+    with serving(script) as server:
+        sdk = spanledger.instrument(
+            cohere.ClientV2(api_key=API_KEY, base_url=server.url, max_retries=0)
+        )
+        tracer = provider.get_tracer("test")
+        with spanledger.use(recorder), tracer.start_as_current_span("turn") as turn:
+            result = sdk.rerank(model="rerank-v3.5", query="q", documents=["a", "b"])
+            assert trace.get_current_span() is turn
+
+    assert result.results is None
+    [event] = tape.events
+    assert isinstance(event, RerankFailedEvent)
+    assert (event.error_category, event.error_type) == (
+        ErrorCategory.INVALID_RESPONSE,
+        "missing_field",
+    )
+    assert event.fingerprint is not None
+    assert sorted(span.name for span in spans.get_finished_spans()) == [
+        "rerank rerank-v3.5",
+        "turn",
+    ]

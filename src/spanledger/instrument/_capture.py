@@ -224,7 +224,10 @@ class SdkCall(Recording):
                 except Exception as exc:
                     logged(exc)
                     found = Figures()
-                self.succeeded(found)
+                if self.facts.operation == "rerank" and found.result_count is None:
+                    self.failed(self._unreadable_answer("missing_field"))
+                else:
+                    self.succeeded(found)
         except Exception as exc:
             logged(exc)
         finally:
@@ -238,15 +241,7 @@ class SdkCall(Recording):
             if self._done:
                 return
             if self._answered:
-                body = _body(self.answer)
-                self.failed(
-                    ProviderError(
-                        ErrorCategory.INVALID_RESPONSE,
-                        detail="the SDK could not read a 2xx response",
-                        fingerprint=Fingerprint.of(body) if body is not None else None,
-                        error_type=type(exc).__name__,
-                    )
-                )
+                self.failed(self._unreadable_answer(type(exc).__name__))
             elif self._sent:
                 self.failed(describe(exc))
             else:
@@ -255,6 +250,17 @@ class SdkCall(Recording):
             logged(failure)
         finally:
             self._end()
+
+    def _unreadable_answer(self, error_type: str) -> ProviderError:
+        """The 2xx answer did not hold what the endpoint answers (or the SDK could not read
+        it): fingerprinted, never kept."""
+        body = _body(self.answer)
+        return ProviderError(
+            ErrorCategory.INVALID_RESPONSE,
+            detail="the 2xx response is not what the endpoint answers",
+            fingerprint=Fingerprint.of(body) if body is not None else None,
+            error_type=error_type,
+        )
 
     def _announce(self) -> None:
         """Sinks hear of the call outside it: an instrumented call a sink makes is its own."""

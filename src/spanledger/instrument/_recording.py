@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from spanledger.errors import ProviderError
+from spanledger.errors import ErrorCategory, ProviderError
 from spanledger.estimates import (
     ABANDONED_ERROR_TYPES,
     estimate_embedding_usage,
@@ -38,6 +38,12 @@ from spanledger.recorder import Recorder, current_request
 __all__ = ["Recording", "logged"]
 
 _log = structlog.get_logger("spanledger.instrument")
+
+_UNRECORDABLE = ProviderError(
+    ErrorCategory.INVALID_RESPONSE,
+    detail="the call's outcome could not be recorded",
+    error_type="unrecordable_outcome",
+)
 
 _call_started = builder_of(CallStarted)
 _embedding_event = builder_of(EmbeddingEvent)
@@ -86,12 +92,16 @@ class Recording:
         if self._done:
             return
         self._done = True
+        latency = ((perf_counter() if ended is None else ended) - self._t0) * 1000.0
         try:
-            end = perf_counter() if ended is None else ended
-            event = build(outcome, (end - self._t0) * 1000.0)
+            event = build(outcome, latency)
         except Exception as exc:
             _log_failure("event_build_failed", exc)
-            return
+            try:  # the call was announced: it still ends, as an outcome nobody could read
+                event = self._failure(_UNRECORDABLE, latency)
+            except Exception as again:
+                _log_failure("event_build_failed", again)
+                return
         try:
             self.recorder.emit(event)
         except Exception as exc:

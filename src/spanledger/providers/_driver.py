@@ -43,6 +43,11 @@ from spanledger.recorder import Recorder, current_request
 __all__ = ["EmbedAttempt", "RerankAttempt", "drive_async", "drive_sync"]
 
 _log = structlog.get_logger("spanledger.providers")
+_UNRECORDABLE = ProviderError(
+    ErrorCategory.INVALID_RESPONSE,
+    detail="the call's outcome could not be recorded",
+    error_type="unrecordable_outcome",
+)
 _call_started = builder_of(CallStarted)
 _embedding_event = builder_of(EmbeddingEvent)
 _rerank_event = builder_of(RerankEvent)
@@ -133,7 +138,16 @@ def _failure_fields(exc: BaseException) -> dict[str, Any]:
 class _Attempt:
     """One call's recording: identity, timing, and the single event it ends with."""
 
-    __slots__ = ("_done", "_t0", "call_id", "mapping", "recorder", "request_id", "started_at")
+    __slots__ = (
+        "_done",
+        "_recovering",
+        "_t0",
+        "call_id",
+        "mapping",
+        "recorder",
+        "request_id",
+        "started_at",
+    )
 
     operation: str = ""
 
@@ -141,6 +155,7 @@ class _Attempt:
         self.recorder: Recorder | None = recorder if recorder.active else None
         self.mapping = mapping
         self._done = False
+        self._recovering = False
         self.started_at = datetime.now(UTC)
         self._t0 = perf_counter()
         self.call_id = ""
@@ -188,8 +203,15 @@ class _Attempt:
         except Exception as exc:
             with contextlib.suppress(Exception):
                 _log.error("event_build_failed", error_type=type(exc).__name__)
+            if not self._recovering:  # the call was announced: it still ends, as unrecordable
+                self._recovering = True
+                self._done = False
+                self.failed(_UNRECORDABLE)
             return
         self.recorder.emit(event)
+
+    def failed(self, exc: BaseException) -> None:
+        raise NotImplementedError
 
 
 class EmbedAttempt(_Attempt):
