@@ -16,6 +16,7 @@ from spanledger.events import (
     RerankEvent,
     RerankFailedEvent,
 )
+from spanledger.providers import _driver
 
 from .conftest import (
     API_KEY,
@@ -60,6 +61,36 @@ def test_embed_success_emits_one_event(
     assert event.response_id == response.response_id
     assert event.inputs == ["a", "b"]
     assert event.call_id
+
+
+@pytest.mark.parametrize("builder", ["_embedding_event", "_rerank_event"])
+def test_an_event_that_cannot_be_built_still_ends_the_call(
+    server: FakeServer,
+    recorder: Recorder,
+    events: list[Event],
+    monkeypatch: pytest.MonkeyPatch,
+    builder: str,
+) -> None:
+    def broken(fields: Any) -> Any:
+        raise ValueError("cannot build")
+
+    monkeypatch.setattr(_driver, builder, broken)
+    if builder == "_embedding_event":
+        server.reply(embed_payload("openai", vectors_for(1, width=3)))
+        embed(make_embedder("openai", server, recorder), ["a"], is_async=False)
+        expected: type[Event] = EmbeddingFailedEvent
+    else:
+        server.reply(rerank_payload("cohere", [(0, 0.9)]))
+        rerank(make_reranker("cohere", server, recorder), "q", ["a"], is_async=False)
+        expected = RerankFailedEvent
+
+    event = _one(events)
+    assert isinstance(event, expected)
+    assert isinstance(event, EmbeddingFailedEvent | RerankFailedEvent)
+    assert (event.error_category, event.error_type) == (
+        ErrorCategory.INVALID_RESPONSE,
+        "unrecordable_outcome",
+    )
 
 
 @pytest.mark.parametrize("vendor", RERANK_VENDORS)
