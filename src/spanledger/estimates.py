@@ -22,7 +22,26 @@ __all__ = [
 ]
 
 ABANDONED_ERROR_TYPES = frozenset(
-    {"ReadTimeout", "WriteTimeout", "ReadError", "RemoteProtocolError", "CancelledError"}
+    {
+        # httpx / httpcore (and requests' ReadTimeout)
+        "ReadTimeout",
+        "WriteTimeout",
+        "ReadError",
+        "RemoteProtocolError",
+        "CancelledError",
+        # requests / urllib3 / http.client, under requests' broad ConnectionError
+        "ReadTimeoutError",
+        "ProtocolError",
+        "ChunkedEncodingError",
+        "RemoteDisconnected",
+        "IncompleteRead",
+        "ConnectionResetError",
+        # aiohttp (a refused connection is its ClientConnectorError, not these)
+        "ServerDisconnectedError",
+        "ServerTimeoutError",
+        "ClientPayloadError",
+        "ClientOSError",
+    }
 )
 """Failures after the request left: the provider may have done (and billed) the work."""
 

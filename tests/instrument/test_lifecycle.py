@@ -76,14 +76,20 @@ def test_hooks_on_a_shared_http_client_stay_until_its_last_user_leaves(
     second = openai.OpenAI(api_key=API_KEY, base_url=standin.url, http_client=shared)
     hooks_before = {stage: list(hooks) for stage, hooks in shared.event_hooks.items()}
 
+    attributes_before = dict(vars(shared))
+
     spanledger.instrument(first)
     spanledger.instrument(second)
     assert [len(hooks) for hooks in shared.event_hooks.values()] == [1, 1]
+    assert "send" in vars(shared)
     spanledger.uninstrument(first)
     assert [len(hooks) for hooks in shared.event_hooks.values()] == [1, 1]
+    assert "send" in vars(shared)
     spanledger.uninstrument(second)
 
     assert shared.event_hooks == hooks_before
+    assert vars(shared).keys() == attributes_before.keys()
+    assert "send" not in vars(shared)
 
 
 def test_the_voyage_requestor_is_restored_by_the_last_client(standin: StandIn) -> None:

@@ -77,9 +77,19 @@ def test_openai_retry_after_a_429_gives_one_event_per_attempt(tape: Tape) -> Non
     assert [kind for kind, _ in tape.log] == ["start", "event", "start", "event"]
 
 
-def test_openai_retry_after_a_transport_failure(tape: Tape) -> None:
+@pytest.mark.parametrize(
+    ("failure", "estimated"),
+    [
+        (httpx.ConnectError("refused"), None),  # never sent: nothing to bill
+        (httpx.ReadTimeout("slow"), EmbeddingUsage(input_tokens=1)),  # sent: may be billed
+        (httpx.RemoteProtocolError("dropped"), EmbeddingUsage(input_tokens=1)),
+    ],
+)
+def test_a_transport_failure_the_sdk_retried_is_named_and_estimated(
+    tape: Tape, failure: Exception, estimated: EmbeddingUsage | None
+) -> None:
     replies: Iterator[httpx.Response | Exception] = iter(
-        [httpx.ConnectError("refused"), httpx.Response(200, json=OPENAI_BODY)]
+        [failure, httpx.Response(200, json=OPENAI_BODY)]
     )
     client = spanledger.instrument(openai_over(scripted(replies), max_retries=1))
 
@@ -87,7 +97,32 @@ def test_openai_retry_after_a_transport_failure(tape: Tape) -> None:
 
     failed, succeeded = tape.events
     assert isinstance(failed, EmbeddingFailedEvent)
-    assert (failed.error_category, failed.error_type) == (ErrorCategory.UNAVAILABLE, "no_response")
+    assert (failed.error_category, failed.error_type) == (
+        ErrorCategory.UNAVAILABLE,
+        type(failure).__name__,
+    )
+    assert failed.estimated_usage == estimated
+    assert failed.latency_ms < 250  # ended when it failed, not after the SDK's backoff
+    assert isinstance(succeeded, EmbeddingEvent)
+
+
+def test_cohere_retry_after_a_transport_failure_is_named_at_once(tape: Tape) -> None:
+    replies: Iterator[httpx.Response | Exception] = iter(
+        [httpx.ConnectError("refused"), httpx.Response(200, json=COHERE_BODY)]
+    )
+    client = spanledger.instrument(
+        cohere.ClientV2(
+            api_key=API_KEY,
+            httpx_client=httpx.Client(transport=scripted(replies)),
+        )
+    )
+
+    client.embed(model="embed-v4.0", texts=["x"], input_type="search_query")
+
+    failed, succeeded = tape.events
+    assert isinstance(failed, EmbeddingFailedEvent)
+    assert failed.error_type == "ConnectError"
+    assert failed.latency_ms < 250
     assert isinstance(succeeded, EmbeddingEvent)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 from typing import Any
 
@@ -107,7 +108,11 @@ def test_a_base64_float32_vector_width_is_read_without_decoding() -> None:
     payload = body("openai", "/v1/embeddings", {"input": ["x"], "encoding_format": "base64"})
 
     assert embedding_figures("openai", payload).dimensions == standin.DEFAULT_DIMENSIONS
-    assert embedding_figures("openai", payload, dtype="int8").dimensions is None
+    assert embedding_figures("openai", payload, dtype="bit").dimensions is None
+
+
+PACKED_128 = base64.b64encode(bytes(128)).decode()
+"""128 packed bytes as base64, as the Voyage SDK asks for them: 1024 binary dimensions."""
 
 
 def first_vector(vendor: str, vector: object) -> dict[str, Any]:
@@ -125,7 +130,10 @@ def first_vector(vendor: str, vector: object) -> dict[str, Any]:
         ("voyageai", "uint8", [200] * 1024, 1024),
         ("jina", "ubinary", [200] * 96, 768),
         ("jina", "base64", "AAAAPwAAgD4=", 2),
-        ("voyageai", "int8", "AAAAPwAAgD4=", None),
+        ("voyageai", "int8", "AAAAPwAAgD4=", 8),
+        ("voyageai", "binary", PACKED_128, 1024),
+        ("voyageai", "ubinary", PACKED_128, 1024),
+        ("voyageai", "float", "AAAAPwAAgD", None),
         ("voyageai", "bit", [1] * 128, None),
         ("voyageai", ["binary"], [1] * 128, None),
         ("cohere", None, {"binary": [[-3] * 128]}, 1024),

@@ -191,6 +191,11 @@ class SdkCall(Recording):
         except Exception as exc:
             logged(exc)
 
+    def send_raised(self, exc: BaseException) -> None:
+        """The client's ``send`` raised while an attempt of this call was open."""
+        if self._sent and not self._done:
+            self.attempt_raised(exc)
+
     def attempt_raised(self, exc: BaseException) -> None:
         """The HTTP layer raised for this attempt: an error status or a transport failure."""
         try:

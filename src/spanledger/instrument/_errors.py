@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError, parse_retry_after
+from spanledger.estimates import ABANDONED_ERROR_TYPES
 from spanledger.providers._http import category_for_status
 
-__all__ = ["describe", "status_error", "transport_cause"]
+__all__ = ["after_sending", "describe", "status_error", "transport_cause"]
 
 _TRANSPORT_MODULES = ("httpx", "httpx2", "httpcore", "httpcore2", "requests", "urllib3", "aiohttp")
 _TRANSPORT_BUILTINS = frozenset({"TimeoutError", "ConnectionError", "CancelledError"})
@@ -41,9 +42,8 @@ def describe(
         return status
     cause = transport_cause(exc)
     if cause is not None:
-        return ProviderError(
-            ErrorCategory.UNAVAILABLE, detail="transport failure", error_type=type(cause).__name__
-        )
+        name = after_sending(cause) or type(cause).__name__
+        return ProviderError(ErrorCategory.UNAVAILABLE, detail="transport failure", error_type=name)
     name = type(exc).__name__
     return ProviderError(fallback, detail=f"call ended by {name}", error_type=name)
 
@@ -80,6 +80,26 @@ def transport_cause(exc: BaseException) -> BaseException | None:
         ):
             return node
         node = node.__cause__ or node.__context__
+    return None
+
+
+def after_sending(exc: BaseException) -> str | None:
+    """The name of a failure in ``exc``'s chain that only happens once the request has left
+    (a read timeout, a connection dropped mid-answer), when there is one: ``requests`` and
+    ``aiohttp`` wrap those in broad classes that a refused connection raises too."""
+    pending: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while pending and len(seen) < 32:
+        node = pending.pop(0)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        name = type(node).__name__
+        # a cancellation deep in the chain is a timeout's, which may have hit a connect
+        if name in ABANDONED_ERROR_TYPES and name != "CancelledError":
+            return name
+        linked = (node.__cause__, node.__context__, getattr(node, "reason", None), *node.args)
+        pending.extend(item for item in linked if isinstance(item, BaseException))
     return None
 
 

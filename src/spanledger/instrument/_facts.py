@@ -99,7 +99,10 @@ def passed(arguments: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
 
 
 def text_or_none(value: object) -> str | None:
-    return value if type(value) is str and value else None
+    """A non-empty text (a ``str`` subclass such as numpy's ``str_`` as a plain ``str``)."""
+    if type(value) is str:
+        return value or None
+    return str(value) or None if isinstance(value, str) else None
 
 
 def positive_int(value: object) -> int | None:

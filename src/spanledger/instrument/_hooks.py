@@ -1,4 +1,5 @@
-"""httpx event hooks that report an SDK's HTTP attempts to the call being recorded.
+"""httpx event hooks (and a ``send`` wrapper) that report an SDK's HTTP attempts to the call
+being recorded.
 
 They are added to the SDK's own httpx (or httpx2) client and do nothing unless a recorded
 call is running in the current context and the request is to that call's endpoint (or a
@@ -119,6 +120,39 @@ def _capture_json(response: Any, call: SdkCall) -> None:
     vars(response)["json"] = json
 
 
+def _sending(send: Any) -> Any:
+    """``send`` that tells the open attempt when the HTTP layer raised for it (a transport
+    failure, too many redirects), at once: an SDK that retries never lets it reach us."""
+
+    def send_recorded(request: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return send(request, *args, **kwargs)
+        except BaseException as exc:
+            call = current_call()
+            if call is not None:
+                call.send_raised(exc)
+            raise
+
+    send_recorded.spanledger_sending = True  # type: ignore[attr-defined]
+    return send_recorded
+
+
+def _sending_async(send: Any) -> Any:
+    """The coroutine twin of ``_sending``."""
+
+    async def send_recorded(request: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await send(request, *args, **kwargs)
+        except BaseException as exc:
+            call = current_call()
+            if call is not None:
+                call.send_raised(exc)
+            raise
+
+    send_recorded.spanledger_sending = True  # type: ignore[attr-defined]
+    return send_recorded
+
+
 def add_hooks(client: Any, *, is_async: bool) -> None:
     """Add the hooks to an httpx-like client once, however many SDK clients share it."""
     with _lock:
@@ -129,6 +163,8 @@ def add_hooks(client: Any, *, is_async: bool) -> None:
         hooks = client.event_hooks
         hooks["request"].append(_on_request_async if is_async else _on_request)
         hooks["response"].append(_on_response_async if is_async else _on_response)
+        send = client.send
+        vars(client)["send"] = _sending_async(send) if is_async else _sending(send)
 
 
 def remove_hooks(client: Any) -> None:
@@ -141,6 +177,8 @@ def remove_hooks(client: Any) -> None:
         _users.pop(client, None)
         if count == 0:
             return
+        if getattr(vars(client).get("send"), "spanledger_sending", False):
+            del vars(client)["send"]
         hooks = client.event_hooks
         for stage, hook in (
             ("request", _on_request),

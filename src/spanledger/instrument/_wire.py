@@ -132,21 +132,28 @@ def _first_vector(vendor: str, payload: object, dtype: object) -> tuple[object, 
     return data[0].get("embedding"), dtype
 
 
-_ONE_PER_ENTRY = frozenset({None, "float", "base64", "int8", "uint8"})
+_FLOAT32 = frozenset({None, "float", "base64"})
+_ONE_BYTE = frozenset({"int8", "uint8"})
 _PACKED_BITS = frozenset({"binary", "ubinary"})
-_FLOAT32_TEXT = frozenset({None, "float", "base64"})
 
 
 def _width(vector: object, dtype: object) -> int | None:
+    """Dimensions of one vector: a list has one entry per dimension (8 when bit-packed), base64
+    text 4 bytes per float32 dimension, 1 per int8 one, or 8 dimensions per packed byte."""
     if type(vector) is list:
         if not vector:
             return None
-        if dtype in _ONE_PER_ENTRY:
+        if dtype in _FLOAT32 or dtype in _ONE_BYTE:
             return len(vector)
         return len(vector) * 8 if dtype in _PACKED_BITS else None
-    if type(vector) is str and dtype in _FLOAT32_TEXT:
-        tail = vector[-2:]
-        padding = len(tail) - len(tail.rstrip("="))
-        size = len(vector) * 3 // 4 - padding
-        return size // 4 if size > 0 and size % 4 == 0 else None
-    return None
+    if type(vector) is not str:
+        return None
+    tail = vector[-2:]
+    size = len(vector) * 3 // 4 - (len(tail) - len(tail.rstrip("=")))
+    if size <= 0 or len(vector) % 4:
+        return None
+    if dtype in _FLOAT32:
+        return size // 4 if size % 4 == 0 else None
+    if dtype in _ONE_BYTE:
+        return size
+    return size * 8 if dtype in _PACKED_BITS else None

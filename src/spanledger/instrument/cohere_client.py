@@ -46,32 +46,40 @@ def install(client: Any, installation: Installation) -> None:
         )
     wrapper = client._client_wrapper
     server = server_of(wrapper.get_base_url())
-    installation.wrap(
-        client,
-        "embed",
-        MethodSpec(
-            facts=partial(_embed_facts, server),
-            read=_read_embed,
-            shape=_width,
-            route="/v2/embed",
-        ),
+    embed = MethodSpec(
+        facts=partial(_embed_facts, server),
+        read=_read_embed,
+        shape=_width,
+        route="/v2/embed",
     )
-    installation.wrap(
-        client,
-        "rerank",
-        MethodSpec(
-            facts=partial(_rerank_facts, server),
-            read=_read_rerank,
-            shape=lambda result: len(result.results),
-            route="/v2/rerank",
-        ),
+    rerank = MethodSpec(
+        facts=partial(_rerank_facts, server),
+        read=_read_rerank,
+        shape=_result_count,
+        route="/v2/rerank",
     )
+    for owner in (client, *_raw_clients(client)):  # a call wrapped twice is recorded once
+        installation.wrap(owner, "embed", embed)
+        installation.wrap(owner, "rerank", rerank)
     installation.hook(wrapper.httpx_client.httpx_client)
 
 
+def _raw_clients(client: Any) -> list[Any]:
+    """The v2 raw clients every v2 call goes through: ``embed`` / ``rerank`` and their
+    ``with_raw_response`` twins use one; ``client.v2``, made on first use, has its own."""
+    found: list[Any] = []
+    v2 = vars(client).get("_v2")
+    for raw in (client._raw_client, getattr(v2, "_raw_client", None)):
+        if raw is None:
+            continue
+        raw = getattr(raw, "_v2", raw)  # ClientV2 puts a v1/v2 proxy in front of its own
+        if all(raw is not seen for seen in found):
+            found.append(raw)
+    return found
+
+
 def _model(kwargs: dict[str, Any]) -> str | None:
-    model = kwargs.get("model")
-    return model if type(model) is str and model else None
+    return text_or_none(kwargs.get("model"))
 
 
 def _embed_facts(
@@ -110,14 +118,14 @@ def _rerank_facts(
     model = _model(kwargs)
     if model is None:
         return None
-    query = kwargs.get("query")
+    query = text_or_none(kwargs.get("query"))
     count, documents = input_texts(kwargs.get("documents"))
     return RerankFacts(
         provider="cohere",
         model=model,
-        query_length=utf8_length(query) if type(query) is str else 0,
+        query_length=utf8_length(query) if query is not None else 0,
         document_count=count,
-        query=query if type(query) is str else None,
+        query=query,
         documents=documents,
         top_k=positive_int(kwargs.get("top_n")),
         extras=passed(kwargs, _RERANK_EXTRAS),
@@ -136,5 +144,9 @@ def _read_rerank(payload: object, facts: object) -> Figures:
 
 
 def _width(result: Any) -> int | None:
-    rows = result.embeddings.float_
+    rows = getattr(result, "data", result).embeddings.float_  # a raw response holds it in data
     return len(rows[0]) if rows else None
+
+
+def _result_count(result: Any) -> int:
+    return len(getattr(result, "data", result).results)

@@ -273,7 +273,7 @@ def record_embedding(
     recorder: Recorder | None = None,
 ) -> EmbeddingRecord:
     """A block recording one embedding call (``recorder``: the current one when ``None``)."""
-    _check_identity(provider, model)
+    provider, model = _checked_identity(provider, model)
     count, texts = input_texts(inputs)
     kind = text_or_none(input_type)
     params: dict[str, Any] = {"input_type": kind} if kind else {}
@@ -308,9 +308,9 @@ def record_rerank(
     recorder: Recorder | None = None,
 ) -> RerankRecord:
     """A block recording one rerank call (``recorder``: the current one when ``None``)."""
-    _check_identity(provider, model)
+    provider, model = _checked_identity(provider, model)
     count, texts = input_texts(documents)
-    text = query if type(query) is str else None
+    text = str(query) if isinstance(query, str) else None
     facts = RerankFacts(
         provider=provider,
         model=model,
@@ -341,12 +341,13 @@ def _no_results(raw: object) -> ProviderError:
     )
 
 
-def _check_identity(provider: object, model: object) -> None:
+def _checked_identity(provider: object, model: object) -> tuple[str, str]:
     for name, value in (("provider", provider), ("model", model)):
-        if type(value) is not str:
+        if not isinstance(value, str):
             raise TypeError(f"{name} must be a string")
         if not value:
             raise ValueError(f"{name} must not be empty")
+    return str(provider), str(model)
 
 
 def _field(value: object, name: str) -> object:

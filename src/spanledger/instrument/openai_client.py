@@ -13,7 +13,14 @@ from typing import Any
 import openai
 
 from spanledger.instrument._capture import MethodSpec
-from spanledger.instrument._facts import EmbedFacts, Figures, input_texts, passed, server_of
+from spanledger.instrument._facts import (
+    EmbedFacts,
+    Figures,
+    input_texts,
+    passed,
+    server_of,
+    text_or_none,
+)
 from spanledger.instrument._registry import Installation
 from spanledger.instrument._wire import BILLING, embedding_figures
 
@@ -45,8 +52,8 @@ def install(client: Any, installation: Installation) -> None:
 def _embed_facts(
     server: tuple[str | None, int | None], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> EmbedFacts | None:
-    model = kwargs.get("model")
-    if type(model) is not str or not model:
+    model = text_or_none(kwargs.get("model"))
+    if model is None:
         return None
     count, texts = input_texts(kwargs.get("input"))
     return EmbedFacts(

@@ -61,7 +61,7 @@ def install(client: Any, installation: Installation) -> None:
         MethodSpec(
             facts=partial(_embed_facts, server),
             read=_read_embed,
-            shape=lambda result: len(result.embeddings[0]) or None,
+            shape=_float_width,
             route="/embeddings",
         ),
     )
@@ -90,9 +90,8 @@ def _embed_facts(
 ) -> EmbedFacts | None:
     named = _named(_EMBED_ARGS, args, kwargs)
     model = named.get("model")
-    if model is None:
-        model = voyageai.VOYAGE_EMBED_DEFAULT_MODEL
-    if type(model) is not str or not model or is_local_model(model):
+    model = text_or_none(voyageai.VOYAGE_EMBED_DEFAULT_MODEL if model is None else model)
+    if model is None or is_local_model(model):
         return None
     count, texts = input_texts(named.get("texts"))
     input_type = text_or_none(named.get("input_type"))
@@ -117,17 +116,17 @@ def _rerank_facts(
     server: Server, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> RerankFacts | None:
     named = _named(_RERANK_ARGS, args, kwargs)
-    model = named.get("model")
-    if type(model) is not str or not model:
+    model = text_or_none(named.get("model"))
+    if model is None:
         return None
-    query = named.get("query")
+    query = text_or_none(named.get("query"))
     count, documents = input_texts(named.get("documents"))
     return RerankFacts(
         provider="voyageai",
         model=model,
-        query_length=utf8_length(query) if type(query) is str else 0,
+        query_length=utf8_length(query) if query is not None else 0,
         document_count=count,
-        query=query if type(query) is str else None,
+        query=query,
         documents=documents,
         top_k=positive_int(named.get("top_k")),
         extras=passed(named, ("truncation",)),
@@ -135,6 +134,12 @@ def _rerank_facts(
         server_port=server[1],
         billing=BILLING["voyageai", "rerank"],
     )
+
+
+def _float_width(result: Any) -> int | None:
+    """The SDK's decoded width, for float vectors only: an integer one may be bit-packed."""
+    vector = result.embeddings[0]
+    return len(vector) if vector and type(vector[0]) is float else None
 
 
 def _read_embed(payload: object, facts: CallFacts) -> Figures:
