@@ -264,3 +264,43 @@ def test_a_call_the_sdk_refuses_before_sending_is_an_invalid_request(
     assert event.error_category is ErrorCategory.INVALID_REQUEST
     assert event.error_type == "TypeError"
     assert len(standin.requests) == before
+
+
+def test_cohere_raw_responses_are_recorded_once(standin: StandIn, tape: Tape) -> None:
+    client = spanledger.instrument(OPS[1].client(standin))
+
+    embedded = client.with_raw_response.embed(
+        model="embed-v4.0", texts=TEXTS, input_type="search_query"
+    )
+    reranked = client.with_raw_response.rerank(model="rerank-v3.5", query=QUERY, documents=TEXTS)
+    client.embed(model="embed-v4.0", texts=TEXTS, input_type="search_query")
+
+    assert embedded.data.embeddings.float_ is not None
+    assert reranked.data.results is not None
+    assert [kind for kind, _ in tape.log] == ["start", "event"] * 3
+    first, second, third = tape.events
+    assert isinstance(first, EmbeddingEvent)
+    assert isinstance(second, RerankEvent)
+    assert isinstance(third, EmbeddingEvent)
+    assert first.usage is not None
+    assert first.usage.model_dump() == OPS[1].expected_usage(TEXTS)
+    assert second.result_count == len(TEXTS)
+    assert second.usage is not None
+    assert second.usage.search_units == 1
+
+
+class Text(str):
+    """A ``str`` subclass, as numpy's ``str_`` is."""
+
+
+@pytest.mark.parametrize("op", OPS[1:], ids=OP_IDS[1:])
+def test_text_arguments_of_a_str_subclass_are_read(op: Op, standin: StandIn, tape: Tape) -> None:
+    client = spanledger.instrument(op.client(standin))
+
+    op.call(client, Text("model-a"), TEXTS)
+
+    [event] = tape.events
+    assert event.model == "model-a"
+    assert type(event.model) is str
+    if isinstance(event, RerankEvent):
+        assert event.query_length == len(QUERY.encode())
