@@ -92,6 +92,27 @@ def test_hooks_on_a_shared_http_client_stay_until_its_last_user_leaves(
     assert "send" not in vars(shared)
 
 
+def test_a_send_someone_else_wrapped_is_kept_and_restored(standin: StandIn, tape: Tape) -> None:
+    http = httpx2.Client()
+    original = http.send
+    sent: list[object] = []
+
+    def theirs(request: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(request)
+        return original(request, *args, **kwargs)
+
+    vars(http)["send"] = theirs
+    client = openai.OpenAI(api_key=API_KEY, base_url=f"{standin.url}/openai/v1", http_client=http)
+
+    spanledger.instrument(client)
+    client.embeddings.create(model="m", input=TEXTS)
+    spanledger.uninstrument(client)
+
+    assert len(sent) == 1
+    assert len(tape.events) == 1
+    assert vars(http)["send"] is theirs
+
+
 def test_the_voyage_requestor_is_restored_by_the_last_client(standin: StandIn) -> None:
     gc.collect()  # clients earlier tests instrumented and dropped release it too,
     spanledger.uninstrument(object())  # once the next (un)instrument runs the releases

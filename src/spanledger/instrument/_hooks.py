@@ -22,6 +22,7 @@ __all__ = ["add_hooks", "remove_hooks"]
 
 _lock = threading.Lock()
 _users: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_replaced: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _on_request(request: Any) -> None:
@@ -163,8 +164,10 @@ def add_hooks(client: Any, *, is_async: bool) -> None:
         hooks = client.event_hooks
         hooks["request"].append(_on_request_async if is_async else _on_request)
         hooks["response"].append(_on_response_async if is_async else _on_response)
+        attributes = vars(client)
+        _replaced[client] = attributes.get("send")  # someone else's wrapper, if any
         send = client.send
-        vars(client)["send"] = _sending_async(send) if is_async else _sending(send)
+        attributes["send"] = _sending_async(send) if is_async else _sending(send)
 
 
 def remove_hooks(client: Any) -> None:
@@ -177,8 +180,13 @@ def remove_hooks(client: Any) -> None:
         _users.pop(client, None)
         if count == 0:
             return
-        if getattr(vars(client).get("send"), "spanledger_sending", False):
-            del vars(client)["send"]
+        attributes = vars(client)
+        replaced = _replaced.pop(client, None)
+        if getattr(attributes.get("send"), "spanledger_sending", False):
+            if replaced is None:
+                del attributes["send"]
+            else:
+                attributes["send"] = replaced
         hooks = client.event_hooks
         for stage, hook in (
             ("request", _on_request),
