@@ -134,6 +134,42 @@ def _no_default_recorder() -> Iterator[None]:
 # --- fan-out and isolation --------------------------------------------------------------
 
 
+def test_sinks_that_heard_the_start_end_first_in_reverse_then_the_others() -> None:
+    heard: list[str] = []
+
+    class StartAware:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def call_started(self, started: spanledger.CallStarted) -> None:
+            heard.append(f"start {self.name}")
+
+        def emit(self, event: Event) -> None:
+            heard.append(f"end {self.name}")
+
+    recorder = Recorder(
+        [
+            lambda event: heard.append("plain 1"),
+            StartAware("a"),
+            lambda event: heard.append("plain 2"),
+            StartAware("b"),
+        ]
+    )
+    event = make_embedding_event()
+    recorder.call_started(
+        spanledger.CallStarted(
+            call_id=event.call_id,
+            operation="embeddings",
+            provider=event.provider,
+            model=event.model,
+            started_at=event.started_at,
+        )
+    )
+    recorder.emit(event)
+
+    assert heard == ["start a", "start b", "end b", "end a", "plain 1", "plain 2"]
+
+
 def test_recorder_delivers_to_object_and_callable_sinks() -> None:
     obj = ListSink()
     received: list[Event] = []

@@ -109,7 +109,10 @@ class Recorder:
     ) -> None:
         self._slots = tuple(_SinkSlot(sink, i) for i, sink in enumerate(sinks))
         self._starters = tuple((slot, slot.start) for slot in self._slots if slot.start is not None)
-        self._enders = self._slots[::-1]
+        starting = {id(slot) for slot, _ in self._starters}
+        self._enders = tuple(
+            slot for slot in reversed(self._slots) if id(slot) in starting
+        ) + tuple(slot for slot in self._slots if id(slot) not in starting)
         self.wants_call_started = bool(self._starters)
         """Whether any sink takes start notices (callers skip building one otherwise)."""
         self._lock = threading.Lock()
@@ -155,8 +158,9 @@ class Recorder:
 
     def emit(self, event: Event) -> None:
         """Price the event (when a ledger is set), then deliver it to the request scope and
-        every sink, last sink first: sinks that made something current when the call started
-        (a live span) restore the context in the reverse order, as nested blocks do."""
+        every sink. Sinks that heard the call start go first, in the reverse order, so what they
+        made current (a live span) is ended as nested blocks end; the others follow in order,
+        outside it."""
         if self.ledger is not None and event.cost is None:
             event = self._priced(event)
         scope = _current_scope.get()

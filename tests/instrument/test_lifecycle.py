@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import subprocess
 import sys
@@ -111,6 +112,47 @@ def test_a_send_someone_else_wrapped_is_kept_and_restored(standin: StandIn, tape
     assert len(sent) == 1
     assert len(tape.events) == 1
     assert vars(http)["send"] is theirs
+
+
+def test_a_send_wrapped_on_top_of_ours_survives_uninstrument(standin: StandIn, tape: Tape) -> None:
+    http = httpx2.Client()
+    client = openai.OpenAI(api_key=API_KEY, base_url=f"{standin.url}/openai/v1", http_client=http)
+    spanledger.instrument(client)
+    ours = http.send
+    sent: list[object] = []
+
+    @functools.wraps(ours)  # copies whatever marks ours onto theirs
+    def theirs(request: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(request)
+        return ours(request, *args, **kwargs)
+
+    vars(http)["send"] = theirs
+    spanledger.uninstrument(client)
+    client.embeddings.create(model="m", input=TEXTS)
+
+    assert vars(http)["send"] is theirs
+    assert len(sent) == 1
+    assert tape.events == []
+
+
+def test_a_class_patched_after_instrumenting_is_honoured(
+    standin: StandIn, tape: Tape, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = spanledger.instrument(
+        openai.OpenAI(api_key=API_KEY, base_url=f"{standin.url}/openai/v1")
+    )
+    original = httpx2.Client.send
+    sent: list[object] = []
+
+    def patched(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(request)
+        return original(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(httpx2.Client, "send", patched)
+    client.embeddings.create(model="m", input=TEXTS)
+
+    assert len(sent) == 1
+    assert len(tape.events) == 1
 
 
 def test_the_voyage_requestor_is_restored_by_the_last_client(standin: StandIn) -> None:

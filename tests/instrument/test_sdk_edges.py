@@ -408,3 +408,23 @@ def test_a_rerank_answer_without_results_fails_and_its_span_ends(body: dict[str,
         "rerank rerank-v3.5",
         "turn",
     ]
+
+
+def test_a_redirect_the_client_does_not_follow_is_that_attempts_failure() -> None:
+    def script(method: str, path: str, body: dict[str, Any], counts: Counter[str]) -> Reply:
+        if counts[path] == 1:
+            return 307, {"location": "/elsewhere", "x-should-retry": "true"}, b""
+        return 200, {}, embedding(7)
+
+    with serving(script) as server:
+        http = httpx2.Client()  # follows no redirect
+        sdk = spanledger.instrument(client(server.url, max_retries=1, http_client=http))
+        tape = Tape()
+        with spanledger.use(Recorder([tape])):
+            sdk.embeddings.create(model="m", input=["x"], encoding_format="float")
+
+    assert len(server.seen) == 2
+    redirected, answered = tape.events
+    assert isinstance(redirected, EmbeddingFailedEvent)
+    assert (redirected.status_code, redirected.error_type) == (307, "http_307")
+    assert isinstance(answered, EmbeddingEvent)

@@ -124,14 +124,14 @@ class SdkCall(Recording):
             if self.failing is not None:
                 self.error_body_settled(self.failing)
             follows = self._follows(request)
+            hop, self._hop = self._hop, None
             self.request = request
-            self._hop = None
             if follows:
                 return
             if self._done:
                 self.restart()
-            elif self._sent:
-                self.failed(_NO_RESPONSE)
+            elif self._sent:  # no answer, or a redirect the client did not follow
+                self.failed(_NO_RESPONSE if hop is None else _redirect_error(hop))
                 self.restart()
             self._sent = True
             if self._answered:
@@ -312,6 +312,10 @@ class SdkCall(Recording):
         if self._answered:
             self._forget_answer()
         self.request = None
+
+
+def _redirect_error(response: Any) -> ProviderError:
+    return error_for_status(response.status_code, response.headers, _body(response))
 
 
 def _body(response: object) -> bytes | None:

@@ -23,6 +23,7 @@ __all__ = ["add_hooks", "remove_hooks"]
 _lock = threading.Lock()
 _users: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _replaced: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_ours: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _on_request(request: Any) -> None:
@@ -121,36 +122,44 @@ def _capture_json(response: Any, call: SdkCall) -> None:
     vars(response)["json"] = json
 
 
-def _sending(send: Any) -> Any:
-    """``send`` that tells the open attempt when the HTTP layer raised for it (a transport
-    failure, too many redirects), at once: an SDK that retries never lets it reach us."""
+def _current_send(client: Any) -> Any:
+    """What the client's ``send`` would be without ours: someone else's instance wrapper from
+    before ours, else the class's method as it is now (a class patched later is honoured)."""
+    replaced = _replaced.get(client)
+    return replaced if replaced is not None else type(client).send.__get__(client)
+
+
+def _sending(client: Any) -> Any:
+    """A ``send`` for ``client`` that tells the open attempt when the HTTP layer raised for it
+    (a transport failure, too many redirects), at once: an SDK that retries never lets it
+    reach us. The client is held weakly, so the wrapper on it is no reference cycle."""
+    target = weakref.ref(client)
 
     def send_recorded(request: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return send(request, *args, **kwargs)
+            return _current_send(target())(request, *args, **kwargs)
         except BaseException as exc:
             call = current_call()
             if call is not None:
                 call.send_raised(exc)
             raise
 
-    send_recorded.spanledger_sending = True  # type: ignore[attr-defined]
     return send_recorded
 
 
-def _sending_async(send: Any) -> Any:
+def _sending_async(client: Any) -> Any:
     """The coroutine twin of ``_sending``."""
+    target = weakref.ref(client)
 
     async def send_recorded(request: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return await send(request, *args, **kwargs)
+            return await _current_send(target())(request, *args, **kwargs)
         except BaseException as exc:
             call = current_call()
             if call is not None:
                 call.send_raised(exc)
             raise
 
-    send_recorded.spanledger_sending = True  # type: ignore[attr-defined]
     return send_recorded
 
 
@@ -165,9 +174,12 @@ def add_hooks(client: Any, *, is_async: bool) -> None:
         hooks["request"].append(_on_request_async if is_async else _on_request)
         hooks["response"].append(_on_response_async if is_async else _on_response)
         attributes = vars(client)
-        _replaced[client] = attributes.get("send")  # someone else's wrapper, if any
-        send = client.send
-        attributes["send"] = _sending_async(send) if is_async else _sending(send)
+        replaced = attributes.get("send")  # someone else's wrapper, if any
+        if replaced is not None:
+            _replaced[client] = replaced
+        ours = _sending_async(client) if is_async else _sending(client)
+        _ours[client] = ours
+        attributes["send"] = ours
 
 
 def remove_hooks(client: Any) -> None:
@@ -181,12 +193,14 @@ def remove_hooks(client: Any) -> None:
         if count == 0:
             return
         attributes = vars(client)
-        replaced = _replaced.pop(client, None)
-        if getattr(attributes.get("send"), "spanledger_sending", False):
+        ours = _ours.pop(client, None)
+        if ours is not None and attributes.get("send") is ours:
+            replaced = _replaced.pop(client, None)
             if replaced is None:
                 del attributes["send"]
             else:
                 attributes["send"] = replaced
+        # else a wrapper put on top of ours keeps calling ours, which only passes through
         hooks = client.event_hooks
         for stage, hook in (
             ("request", _on_request),
