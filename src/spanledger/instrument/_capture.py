@@ -131,7 +131,7 @@ class SdkCall(Recording):
             if self._done:
                 self.restart()
             elif self._sent:  # no answer, or a redirect the client did not follow
-                self.failed(_NO_RESPONSE if hop is None else _redirect_error(hop))
+                self.failed(_NO_RESPONSE if hop is None else _status_error(hop))
                 self.restart()
             self._sent = True
             if self._answered:
@@ -185,9 +185,7 @@ class SdkCall(Recording):
             attributes = vars(response)
             for name in _SETTLING_HOOKS:
                 attributes.pop(name, None)
-            body = _body(response)
-            error = error_for_status(response.status_code, response.headers, body)
-            self.failed(error, self._failed_at)
+            self.failed(_status_error(response), self._failed_at)
         except Exception as exc:
             logged(exc)
 
@@ -314,7 +312,8 @@ class SdkCall(Recording):
         self.request = None
 
 
-def _redirect_error(response: Any) -> ProviderError:
+def _status_error(response: Any) -> ProviderError:
+    """The failure a non-2xx response stands for, fingerprinting its body if it was read."""
     return error_for_status(response.status_code, response.headers, _body(response))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from spanledger.errors import ErrorCategory, ProviderError
+from spanledger.errors import ProviderError
 from spanledger.estimates import (
     ABANDONED_ERROR_TYPES,
     estimate_embedding_usage,
@@ -33,17 +33,12 @@ from spanledger.events import (
     new_call_id,
 )
 from spanledger.instrument._facts import CallFacts, EmbedFacts, Figures, RerankFacts
+from spanledger.providers._driver import UNRECORDABLE
 from spanledger.recorder import Recorder, current_request
 
 __all__ = ["Recording", "logged"]
 
 _log = structlog.get_logger("spanledger.instrument")
-
-_UNRECORDABLE = ProviderError(
-    ErrorCategory.INVALID_RESPONSE,
-    detail="the call's outcome could not be recorded",
-    error_type="unrecordable_outcome",
-)
 
 _call_started = builder_of(CallStarted)
 _embedding_event = builder_of(EmbeddingEvent)
@@ -98,7 +93,7 @@ class Recording:
         except Exception as exc:
             _log_failure("event_build_failed", exc)
             try:  # the call was announced: it still ends, as an outcome nobody could read
-                event = self._failure(_UNRECORDABLE, latency)
+                event = self._failure(UNRECORDABLE, latency)
             except Exception as again:
                 _log_failure("event_build_failed", again)
                 return

@@ -40,14 +40,15 @@ from spanledger.providers._http import error_for_transport
 from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
 from spanledger.recorder import Recorder, current_request
 
-__all__ = ["EmbedAttempt", "RerankAttempt", "drive_async", "drive_sync"]
+__all__ = ["UNRECORDABLE", "EmbedAttempt", "RerankAttempt", "drive_async", "drive_sync"]
 
 _log = structlog.get_logger("spanledger.providers")
-_UNRECORDABLE = ProviderError(
+UNRECORDABLE = ProviderError(
     ErrorCategory.INVALID_RESPONSE,
     detail="the call's outcome could not be recorded",
     error_type="unrecordable_outcome",
 )
+"""How a call that was announced ends when its own event cannot be built."""
 _call_started = builder_of(CallStarted)
 _embedding_event = builder_of(EmbeddingEvent)
 _rerank_event = builder_of(RerankEvent)
@@ -206,7 +207,7 @@ class _Attempt:
             if not self._recovering:  # the call was announced: it still ends, as unrecordable
                 self._recovering = True
                 self._done = False
-                self.failed(_UNRECORDABLE)
+                self.failed(UNRECORDABLE)
             return
         self.recorder.emit(event)
 
