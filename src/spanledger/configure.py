@@ -7,16 +7,16 @@ the process default (``set_default_recorder``) unless ``install=False``.
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Iterable, Mapping
 from os import PathLike
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from spanledger.costs import Pricer
 from spanledger.exporters.console import ConsoleSink
 from spanledger.exporters.jsonl import JsonlSink
+from spanledger.exporters.pipelines import OtlpSettings, langfuse_pipeline, otel_pipeline
 from spanledger.recorder import Recorder, SinkLike, set_default_recorder
 
 if TYPE_CHECKING:
@@ -78,23 +78,21 @@ def configure(
             )
         )
     else:
-        otlp = bool(
-            otlp_endpoint
-            or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-            or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        )
+        otlp = _otlp_settings(otlp_endpoint, env)
         port = prometheus_port
         if port is None and env.get("SPANLEDGER_PROMETHEUS_PORT"):
             port = int(env["SPANLEDGER_PROMETHEUS_PORT"])
-        if otlp or port is not None:
+        if otlp is not None or port is not None:
             chosen.append(
-                _built_otel_exporter(
-                    otlp_endpoint if otlp else None,
-                    otlp,
-                    port,
-                    env.get("SPANLEDGER_PROMETHEUS_ADDR") or "127.0.0.1",
-                    env,
-                    capture_payload,
+                otel_pipeline(
+                    otlp=otlp,
+                    prometheus=(
+                        (env.get("SPANLEDGER_PROMETHEUS_ADDR") or "127.0.0.1", port)
+                        if port is not None
+                        else None
+                    ),
+                    service_name=env.get("OTEL_SERVICE_NAME") or "spanledger",
+                    capture_payload=capture_payload,
                 )
             )
 
@@ -105,7 +103,18 @@ def configure(
     elif (
         langfuse is not False and env.get("LANGFUSE_PUBLIC_KEY") and env.get("LANGFUSE_SECRET_KEY")
     ):
-        chosen.append(_langfuse_exporter(env, capture_payload))
+        chosen.append(
+            langfuse_pipeline(
+                public_key=env["LANGFUSE_PUBLIC_KEY"],
+                secret_key=env["LANGFUSE_SECRET_KEY"],
+                host=(
+                    env.get("LANGFUSE_BASE_URL")
+                    or env.get("LANGFUSE_HOST")
+                    or "https://cloud.langfuse.com"
+                ).rstrip("/"),
+                capture_payload=capture_payload,
+            )
+        )
 
     wants_console = console if console is not None else env.get("SPANLEDGER_CONSOLE", "") in _TRUE
     if wants_console:
@@ -118,8 +127,34 @@ def configure(
     return recorder
 
 
-def _missing_extra(extra: str, error: ImportError) -> ImportError:
-    return ImportError(f"install spanledger[{extra}] to use this exporter ({error.name} missing)")
+def _otlp_settings(argument: str | None, env: Mapping[str, str]) -> OtlpSettings | None:
+    """Where OTLP spans and metrics go: the ``otlp_endpoint`` argument (a base URL), else the
+    standard ``OTEL_EXPORTER_OTLP_*`` variables; ``None`` when neither names an endpoint."""
+    if not (
+        argument
+        or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    ):
+        return None
+    base = (argument or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").rstrip("/")
+    traces = (
+        (argument and f"{base}/v1/traces")
+        or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or f"{base}/v1/traces"
+    )
+    metrics: str | None = (
+        (argument and f"{base}/v1/metrics")
+        or env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+        or f"{base}/v1/metrics"
+    )
+    if env.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower() == "none":
+        metrics = None
+    return OtlpSettings(
+        traces_endpoint=traces,
+        metrics_endpoint=metrics,
+        traces_headers=_otlp_headers(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS"),
+        metrics_headers=_otlp_headers(env, "OTEL_EXPORTER_OTLP_METRICS_HEADERS"),
+    )
 
 
 def _otlp_headers(env: Mapping[str, str], specific: str) -> dict[str, str] | None:
@@ -134,138 +169,3 @@ def _otlp_headers(env: Mapping[str, str], specific: str) -> dict[str, str] | Non
         if separator and key.strip():
             headers[unquote(key.strip()).lower()] = unquote(value.strip())
     return headers
-
-
-def _built_otel_exporter(
-    endpoint: str | None,
-    otlp: bool,
-    prometheus_port: int | None,
-    prometheus_addr: str,
-    env: Mapping[str, str],
-    capture_payload: bool,
-) -> Any:
-    """An OtelExporter over providers private to spanledger: OTLP spans and metrics when an
-    endpoint is configured, and a Prometheus scrape endpoint when a port is."""
-    try:
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import MetricReader
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        from opentelemetry.trace import NoOpTracerProvider
-
-        from spanledger.exporters.delivery import CountingSpanExporter
-        from spanledger.exporters.otel import OtelExporter
-    except ImportError as error:
-        raise _missing_extra("otel", error) from None
-
-    resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or "spanledger"})
-    base = (endpoint or env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").rstrip("/")
-    traces_endpoint = (
-        (endpoint and f"{base}/v1/traces")
-        or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        or f"{base}/v1/traces"
-    )
-    metrics_endpoint = (
-        (endpoint and f"{base}/v1/metrics")
-        or env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-        or f"{base}/v1/metrics"
-    )
-    readers: list[MetricReader] = []
-    spans = None
-    tracer_provider: Any = NoOpTracerProvider()
-    prometheus = None
-    if otlp:
-        try:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-        except ImportError as error:
-            raise _missing_extra("otel", error) from None
-        spans = CountingSpanExporter(
-            OTLPSpanExporter(
-                endpoint=traces_endpoint,
-                headers=_otlp_headers(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS"),
-            ),
-            backend="otlp",
-        )
-        tracer_provider = TracerProvider(resource=resource)
-        tracer_provider.add_span_processor(BatchSpanProcessor(spans))
-        if env.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower() != "none":
-            readers.append(
-                PeriodicExportingMetricReader(
-                    OTLPMetricExporter(
-                        endpoint=metrics_endpoint,
-                        headers=_otlp_headers(env, "OTEL_EXPORTER_OTLP_METRICS_HEADERS"),
-                    )
-                )
-            )
-    if prometheus_port is not None:
-        try:
-            from spanledger.exporters.prometheus import PrometheusEndpoint
-        except ImportError as error:
-            raise _missing_extra("prometheus", error) from None
-        prometheus = PrometheusEndpoint(port=prometheus_port, addr=prometheus_addr)
-        readers.append(prometheus.reader)
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers) if readers else None
-    return OtelExporter(
-        tracer_provider=tracer_provider,
-        meter_provider=meter_provider,
-        enable_metrics=meter_provider is not None,
-        capture_payload=capture_payload,
-        owned=True,
-        delivery=spans,
-        on_shutdown=prometheus.close if prometheus is not None else None,
-    )
-
-
-_LANGFUSE_PIPELINES: dict[tuple[str, str, str], tuple[Any, Any]] = {}
-
-
-def _langfuse_exporter(env: Mapping[str, str], capture_payload: bool) -> Any:
-    """A Langfuse client exporting through a counted OTLP pipeline, made once per process
-    for a given key and host (the langfuse SDK keeps a single client per public key, so a
-    second pipeline for the same key would be silently ignored by it)."""
-    try:
-        from langfuse import Langfuse
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.trace import TracerProvider
-
-        from spanledger.exporters.delivery import CountingSpanExporter
-        from spanledger.exporters.langfuse import LangfuseExporter
-    except ImportError as error:
-        raise _missing_extra("langfuse", error) from None
-
-    public_key, secret_key = env["LANGFUSE_PUBLIC_KEY"], env["LANGFUSE_SECRET_KEY"]
-    host = (
-        env.get("LANGFUSE_BASE_URL") or env.get("LANGFUSE_HOST") or "https://cloud.langfuse.com"
-    ).rstrip("/")
-    made = _LANGFUSE_PIPELINES.get((public_key, secret_key, host))
-    if made is None:
-        if any(key == public_key for key, _, _ in _LANGFUSE_PIPELINES):
-            raise ValueError(
-                "a Langfuse client for this public key already exists in this process with "
-                "another host or secret; the langfuse SDK keeps one client per public key"
-            )
-        credentials = base64.b64encode(f"{public_key}:{secret_key}".encode()).decode("ascii")
-        spans = CountingSpanExporter(
-            OTLPSpanExporter(
-                endpoint=f"{host}/api/public/otel/v1/traces",
-                headers={
-                    "Authorization": f"Basic {credentials}",
-                    "x-langfuse-public-key": public_key,
-                    "x-langfuse-ingestion-version": "4",
-                },
-            ),
-            backend="langfuse",
-        )
-        client = Langfuse(
-            public_key=public_key,
-            secret_key=secret_key,
-            base_url=host,
-            tracer_provider=TracerProvider(),
-            span_exporter=spans,
-        )
-        made = _LANGFUSE_PIPELINES[(public_key, secret_key, host)] = (client, spans)
-    client, spans = made
-    return LangfuseExporter(client, capture_payload=capture_payload, delivery=spans)
