@@ -1,7 +1,7 @@
 """spanledger: tracing and cost accounting for embedding and rerank calls."""
 
 from spanledger.configure import configure
-from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
+from spanledger.errors import ConfigurationError, ErrorCategory, Fingerprint, ProviderError
 from spanledger.eventlog import EventLog, LogProblem, read_events
 from spanledger.events import (
     CallStarted,
@@ -32,6 +32,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CallStarted",
+    "ConfigurationError",
     "ConsoleSink",
     "EmbeddingEvent",
     "EmbeddingFailedEvent",

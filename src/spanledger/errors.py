@@ -16,7 +16,19 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ErrorCategory", "Fingerprint", "ProviderError", "parse_retry_after"]
+__all__ = [
+    "ConfigurationError",
+    "ErrorCategory",
+    "Fingerprint",
+    "ProviderError",
+    "parse_retry_after",
+]
+
+
+class ConfigurationError(ValueError):
+    """A setting spanledger cannot use: the message is one sentence naming the environment
+    variable or file, the entry and the field, and what was expected. Never a traceback of
+    spanledger's internals, never a secret's value."""
 
 
 class ErrorCategory(StrEnum):

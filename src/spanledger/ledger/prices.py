@@ -20,6 +20,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from spanledger.errors import ConfigurationError
+
 __all__ = [
     "RATE_FIELDS",
     "Lookup",
@@ -38,7 +40,7 @@ _GLOB_CHARS = frozenset("*?[")
 _MILLION = Decimal(1_000_000)
 
 
-class PriceTableError(ValueError):
+class PriceTableError(ConfigurationError):
     """A price table that cannot be used; the message names file, entry and field."""
 
 
