@@ -8,7 +8,8 @@ once per sink and error type, without the exception message (messages can carry 
 from __future__ import annotations
 
 import contextlib
-import threading
+import inspect
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
@@ -19,8 +20,10 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import structlog
 
+from spanledger import _forksafe
 from spanledger.attribution.tracker import FrameTracker
 from spanledger.costs import Pricer
+from spanledger.errors import ConfigurationError
 from spanledger.events import AttributionRecord, CallStarted, Event
 
 if TYPE_CHECKING:
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
     from spanledger.ledger.prices import PriceTable
 
 __all__ = [
+    "DEFAULT_SHUTDOWN_TIMEOUT",
     "Recorder",
     "RequestScope",
     "Sink",
@@ -58,6 +62,9 @@ class StartAwareSink(Protocol):
 
 SinkLike = Sink | Callable[[Event], None]
 
+DEFAULT_SHUTDOWN_TIMEOUT = 5.0
+"""Seconds ``Recorder.shutdown()`` may take in all, whatever state the backends are in."""
+
 
 @dataclass
 class SinkStats:
@@ -69,8 +76,32 @@ class SinkStats:
     failures_by_type: dict[str, int] = field(default_factory=dict)
 
 
+def _takes_timeout(method: Callable[..., object] | None) -> bool:
+    """Whether ``method`` takes a ``timeout`` keyword (our exporters do; a user's may not)."""
+    if method is None:
+        return False
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return "timeout" in parameters or any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
+    )
+
+
 class _SinkSlot:
-    __slots__ = ("emit", "flush", "logged", "name", "shutdown", "sink", "start", "stats")
+    __slots__ = (
+        "emit",
+        "flush",
+        "flush_takes_timeout",
+        "logged",
+        "name",
+        "shutdown",
+        "shutdown_takes_timeout",
+        "sink",
+        "start",
+        "stats",
+    )
 
     def __init__(self, sink: SinkLike, position: int) -> None:
         self.sink = sink
@@ -89,6 +120,8 @@ class _SinkSlot:
         self.flush: Callable[[], object] | None = flush if callable(flush) else None
         shutdown = getattr(sink, "shutdown", None)
         self.shutdown: Callable[[], object] | None = shutdown if callable(shutdown) else None
+        self.flush_takes_timeout = _takes_timeout(self.flush)
+        self.shutdown_takes_timeout = _takes_timeout(self.shutdown)
         self.name = f"{position}:{label}"
         self.stats = SinkStats(self.name)
         self.logged: set[str] = set()
@@ -98,7 +131,8 @@ class Recorder:
     """Fans events out to sinks, isolating each sink's failures from the caller.
 
     With ``prices`` (a ``PriceTable``, a path to one, or a ``Ledger``) every event is priced
-    as it is emitted: sinks receive it with its ``cost`` line.
+    as it is emitted: sinks receive it with its ``cost`` line. ``shutdown_timeout`` bounds
+    ``flush()`` and ``shutdown()`` in seconds, over all sinks together.
     """
 
     def __init__(
@@ -106,7 +140,17 @@ class Recorder:
         sinks: Iterable[SinkLike] = (),
         *,
         prices: Pricer | PriceTable | str | PathLike[str] | None = None,
+        shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
     ) -> None:
+        if (
+            isinstance(shutdown_timeout, bool)
+            or not isinstance(shutdown_timeout, int | float)
+            or not 0 < shutdown_timeout < float("inf")
+        ):
+            raise ConfigurationError(
+                f"shutdown_timeout must be a positive number of seconds, not {shutdown_timeout!r}"
+            )
+        self.shutdown_timeout = float(shutdown_timeout)
         self._slots = tuple(_SinkSlot(sink, i) for i, sink in enumerate(sinks))
         self._starters = tuple((slot, slot.start) for slot in self._slots if slot.start is not None)
         starting = {id(slot) for slot, _ in self._starters}
@@ -115,7 +159,7 @@ class Recorder:
         ) + tuple(slot for slot in self._slots if id(slot) not in starting)
         self.wants_call_started = bool(self._starters)
         """Whether any sink takes start notices (callers skip building one otherwise)."""
-        self._lock = threading.Lock()
+        self._lock = _forksafe.lock(self, "_lock")
         self.ledger: Pricer | None = None
         if isinstance(prices, Pricer):
             self.ledger = prices
@@ -205,24 +249,34 @@ class Recorder:
         with self._lock:
             return self._pricing_failures
 
-    def flush(self) -> None:
-        """Ask every sink that can to write out what it holds."""
-        for slot in self._slots:
-            if slot.flush is not None:
-                try:
-                    slot.flush()
-                except Exception as exc:
-                    self._count_failure(slot, exc, "flush")
+    def flush(self, timeout: float | None = None) -> None:
+        """Ask every sink that can to write out what it holds, within ``timeout`` seconds in
+        all (default: ``shutdown_timeout``); a sink whose ``flush`` takes a ``timeout`` gets
+        what is left of it."""
+        self._close_all("flush", timeout)
 
-    def shutdown(self) -> None:
-        """Flush and release every sink."""
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Flush and release every sink, within ``timeout`` seconds in all (default:
+        ``shutdown_timeout``). A sink that cannot deliver in time counts what it lost."""
+        self._close_all("shutdown", timeout)
+
+    def _close_all(self, stage: str, timeout: float | None) -> None:
+        budget = self.shutdown_timeout if timeout is None else max(0.0, timeout)
+        deadline = time.monotonic() + budget
         for slot in self._slots:
-            closer = slot.shutdown or slot.flush
-            if closer is not None:
-                try:
+            closer: Callable[..., object] | None = slot.flush
+            takes_timeout = slot.flush_takes_timeout
+            if stage == "shutdown" and slot.shutdown is not None:
+                closer, takes_timeout = slot.shutdown, slot.shutdown_takes_timeout
+            if closer is None:
+                continue
+            try:
+                if takes_timeout:
+                    closer(timeout=max(0.0, deadline - time.monotonic()))
+                else:
                     closer()
-                except Exception as exc:
-                    self._count_failure(slot, exc, "shutdown")
+            except Exception as exc:
+                self._count_failure(slot, exc, stage)
 
     def __enter__(self) -> Recorder:
         return self
@@ -298,7 +352,7 @@ class RequestScope:
             raise ValueError("request_id must be a non-empty string")
         self.request_id = request_id
         self._events: list[Event] = []
-        self._lock = threading.Lock()
+        self._lock = _forksafe.lock(self, "_lock")
         self.frames = FrameTracker()
         self.serve = self.frames.serve
         self.select = self.frames.select
