@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spanledger.figures import count, response_id
+from spanledger.figures import MAX_COUNT, count, response_id
 
 # Arbitrary JSON values: scalars, and lists / objects of them, nested.
 json_values: st.SearchStrategy[Any] = st.recursive(
@@ -23,8 +23,8 @@ json_values: st.SearchStrategy[Any] = st.recursive(
 
 
 def expected_count(value: object) -> int | None:
-    """The oracle: only an exact, non-negative int is a count."""
-    if type(value) is int and value >= 0:
+    """The oracle: only an exact int in the signed 64-bit range, not negative, is a count."""
+    if type(value) is int and 0 <= value <= 2**63 - 1:
         return value
     return None
 
@@ -33,7 +33,7 @@ class _IntSubclass(int):
     pass
 
 
-@pytest.mark.parametrize("value", [0, 1, 12, 4096, 2**63, 10**30])
+@pytest.mark.parametrize("value", [0, 1, 12, 4096, 2**53 + 1, 2**63 - 1])
 def test_count_returns_non_negative_int_unchanged(value: int) -> None:
     result = count(value)
     assert result == value
@@ -47,6 +47,10 @@ def test_count_returns_non_negative_int_unchanged(value: int) -> None:
         False,
         -1,
         -(2**63),
+        2**63,
+        2**64,
+        10**30,
+        10**400,
         6.0,
         0.0,
         12.5,
@@ -112,6 +116,6 @@ def test_response_id_property_over_arbitrary_json(value: Any) -> None:
 
 @given(st.integers(min_value=-(2**70), max_value=2**70))
 def test_count_sign_property(value: int) -> None:
-    assert count(value) == (value if value >= 0 else None)
+    assert count(value) == (value if 0 <= value <= MAX_COUNT else None)
     assert count(float(value)) is None
     assert count(str(value)) is None

@@ -1,9 +1,13 @@
-"""Usage estimates for attempts abandoned after sending (a timeout, a cancellation).
+"""The billing assumption for failed calls, and usage estimates for those the provider may
+have billed.
 
-The provider may have billed such a call, but no usage came back. The estimate uses an
-accounting unit, ``ceil(utf8_bytes / 4)`` tokens over what was sent, and Cohere's search-unit
-rule (one query with up to 100 documents is one unit). An estimate is never a report: it
-rides on failure events as ``estimated_usage`` and is priced as ``estimated``.
+A call that failed after its request left (a timeout, a reset, a cancellation), or whose 2xx
+answer could not be read, may have been billed: the provider did, or may have done, the work.
+Such a failure carries an estimate in an accounting unit, ``ceil(utf8_bytes / 4)`` tokens over
+what was sent, or Cohere's search-unit rule (one query with up to 100 documents is one unit).
+An estimate is never a report: it rides on failure events as ``estimated_usage`` and is priced
+as ``estimated``. Every other failure (refused before sending, a refused connection, a 3xx,
+4xx, 429 or 5xx answer) is assumed not billed.
 """
 
 from __future__ import annotations
@@ -11,12 +15,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from spanledger.errors import ErrorCategory
 from spanledger.events import EmbeddingUsage, RerankUsage
 
 __all__ = [
     "ABANDONED_ERROR_TYPES",
     "estimate_embedding_usage",
     "estimate_rerank_usage",
+    "may_have_billed",
     "token_cost",
     "utf8_bytes",
 ]
@@ -46,6 +52,20 @@ ABANDONED_ERROR_TYPES = frozenset(
 """Failures after the request left: the provider may have done (and billed) the work."""
 
 _SEARCH_UNIT_DOCUMENTS = 100
+
+
+def may_have_billed(
+    category: ErrorCategory | str, error_type: str | None, status_code: int | None
+) -> bool:
+    """Whether a failed call may have been billed: it was abandoned after sending, or the
+    provider answered 2xx with a body that could not be read (the work was done)."""
+    if error_type in ABANDONED_ERROR_TYPES:
+        return True
+    return (
+        category == ErrorCategory.INVALID_RESPONSE
+        and status_code is not None
+        and 200 <= status_code < 300
+    )
 
 
 def utf8_bytes(text: str) -> int:

@@ -26,6 +26,7 @@ from pydantic import (
 
 from spanledger.costs import CostLine
 from spanledger.errors import ErrorCategory, Fingerprint
+from spanledger.figures import MAX_COUNT
 
 __all__ = [
     "PAYLOAD_FIELDS",
@@ -46,8 +47,8 @@ __all__ = [
     "new_call_id",
 ]
 
-Count = Annotated[int, Field(ge=0, strict=True)]
-"""A non-negative integer figure; bools and floats are refused."""
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
+"""A non-negative integer figure within the signed 64-bit range; bools and floats are refused."""
 
 _NUMBER_TYPES = frozenset({float, int})
 

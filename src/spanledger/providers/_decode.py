@@ -16,6 +16,7 @@ from spanledger.errors import ErrorCategory, ProviderError
 from spanledger.events import ScoredDocument
 
 __all__ = [
+    "all_finite",
     "decode_embedding",
     "document_echo",
     "invalid_response",
@@ -46,12 +47,39 @@ def require_count(items: list[Any], expected: int) -> None:
         )
 
 
+def all_finite(values: list[float]) -> bool:
+    """Whether every number is finite and fits a float (no NaN, no infinity, no ``10**400``).
+
+    One C-level sum answers for almost every vector: NaN and infinities make it non-finite, and
+    an integer beyond float range makes ``isfinite`` overflow. Only a sum that overflowed from
+    large finite values needs the element-by-element look.
+    """
+    try:
+        if math.isfinite(sum(values)):
+            return True
+    except OverflowError:
+        pass
+    try:
+        return all(map(math.isfinite, values))
+    except OverflowError:
+        return False
+
+
+def _checked_numbers(values: list[float]) -> list[float]:
+    if not all_finite(values):
+        raise invalid_response(
+            "an embedding holds a value that is not a finite number", "non_finite_vector"
+        )
+    return values
+
+
 def decode_embedding(value: object) -> list[float]:
-    """One embedding: a number array as is, or base64 little-endian float32."""
+    """One embedding: a number array as is, or base64 little-endian float32; every value must
+    be a finite number (NaN or an infinity is corruption, not data)."""
     if type(value) is list:
         if not {*map(type, value)} <= _NUMBER_TYPES:
             raise invalid_response("an embedding holds a value that is not a number", "bad_vector")
-        return value
+        return _checked_numbers(value)
     if type(value) is str:
         try:
             raw = base64.b64decode(value, validate=True)
@@ -65,7 +93,7 @@ def decode_embedding(value: object) -> list[float]:
         floats.frombytes(raw)
         if sys.byteorder != "little":
             floats.byteswap()
-        return floats.tolist()
+        return _checked_numbers(floats.tolist())
     raise invalid_response(
         "an embedding is neither a number array nor a base64 string", "bad_vector"
     )

@@ -8,7 +8,7 @@ handed to the recorder before the call returns or raises.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any, TypeVar
@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 import httpx
 import structlog
 
-from spanledger.errors import ErrorCategory, ProviderError
+from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
 from spanledger.estimates import (
-    ABANDONED_ERROR_TYPES,
     estimate_embedding_usage,
     estimate_rerank_usage,
+    may_have_billed,
     utf8_bytes,
 )
 from spanledger.events import (
@@ -40,7 +40,15 @@ from spanledger.providers._http import error_for_transport
 from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
 from spanledger.recorder import Recorder, current_request
 
-__all__ = ["UNRECORDABLE", "EmbedAttempt", "RerankAttempt", "drive_async", "drive_sync"]
+__all__ = [
+    "UNRECORDABLE",
+    "EmbedAttempt",
+    "RerankAttempt",
+    "drive_async",
+    "drive_sync",
+    "run_async",
+    "run_sync",
+]
 
 _log = structlog.get_logger("spanledger.providers")
 UNRECORDABLE = ProviderError(
@@ -70,7 +78,7 @@ def _prepared(
     return request
 
 
-def _wrap_send_error(exc: Exception) -> ProviderError:
+def _send_error(exc: Exception) -> ProviderError:
     if isinstance(exc, httpx.HTTPError):
         return error_for_transport(exc)
     return ProviderError(
@@ -78,18 +86,78 @@ def _wrap_send_error(exc: Exception) -> ProviderError:
     )
 
 
+# Errors are raised outside the ``except`` block that caught their cause, so the caller's
+# exception carries no ``__context__``: an HTTP library's message can quote response bytes.
+
+
+def _first_request(flow: Generator[httpx.Request, httpx.Response, T]) -> httpx.Request:
+    """Start the flow: it checks the call and builds every request before the first leaves."""
+    try:
+        return next(flow)
+    except (ProviderError, StopIteration):
+        raise
+    except Exception as exc:
+        failure = ProviderError(
+            ErrorCategory.INVALID_REQUEST,
+            detail="the request could not be built",
+            error_type=type(exc).__name__,
+        )
+    raise failure
+
+
+def _next_request(
+    flow: Generator[httpx.Request, httpx.Response, T], response: httpx.Response
+) -> httpx.Request:
+    """Hand the flow a response; whatever reading it raises ends as a ``ProviderError``.
+
+    A failure to read a 2xx answer carries its status and the body's fingerprint: the provider
+    did the work (and may have billed it), the answer was unusable.
+    """
+    try:
+        return flow.send(response)
+    except StopIteration:
+        raise
+    except ProviderError as exc:
+        failure = exc
+    except Exception:  # RecursionError on deep JSON, or a shape no reader expected
+        failure = ProviderError(
+            ErrorCategory.INVALID_RESPONSE,
+            detail="the response could not be read",
+            error_type="unreadable_response",
+        )
+    raise _answered(failure, response)
+
+
+def _answered(error: ProviderError, response: httpx.Response) -> ProviderError:
+    status = response.status_code
+    if error.status_code is not None or not 200 <= status < 300:
+        return error
+    return ProviderError(
+        error.category,
+        status,
+        error.retry_after,
+        error.fingerprint or Fingerprint.of(response.content),
+        detail=error.detail,
+        error_type=error.error_type,
+    )
+
+
 def drive_sync(
     flow: Generator[httpx.Request, httpx.Response, T], client: httpx.Client, timeout: Timeout
 ) -> T:
-    """Run ``flow`` to completion, sending each request it yields with ``client``."""
+    """Run ``flow`` to completion, sending each request it yields with ``client``. Only a
+    ``ProviderError`` (or the caller's own cancellation) leaves."""
     try:
-        request = next(flow)
+        request = _first_request(flow)
         while True:
+            failure = None
             try:
                 response = client.send(_prepared(request, client, timeout))
             except Exception as exc:
-                raise _wrap_send_error(exc) from exc
-            request = flow.send(response)
+                failure = _send_error(exc)
+            if failure is not None:
+                raise failure
+            request = _next_request(flow, response)
     except StopIteration as done:
         result: T = done.value
         return result
@@ -104,18 +172,70 @@ async def drive_async(
 ) -> T:
     """Run ``flow`` to completion, awaiting each request it yields on ``client``."""
     try:
-        request = next(flow)
+        request = _first_request(flow)
         while True:
+            failure = None
             try:
                 response = await client.send(_prepared(request, client, timeout))
             except Exception as exc:
-                raise _wrap_send_error(exc) from exc
-            request = flow.send(response)
+                failure = _send_error(exc)
+            if failure is not None:
+                raise failure
+            request = _next_request(flow, response)
     except StopIteration as done:
         result: T = done.value
         return result
     finally:
         flow.close()
+
+
+R = TypeVar("R", EmbeddingResponse, RerankResponse)
+
+
+def _unexpected(exc: Exception) -> ProviderError:
+    """A failure of spanledger's own before anything was sent, as the documented error."""
+    return ProviderError(
+        ErrorCategory.INVALID_REQUEST,
+        detail="the call could not be prepared",
+        error_type=type(exc).__name__,
+    )
+
+
+def run_sync(attempt: _Attempt, call: Callable[[], tuple[R, str | None]]) -> R:
+    """Run one provider call and end its recording once: the success event, or the failure
+    event of the ``ProviderError`` the caller gets (a cancellation is recorded, then let go)."""
+    try:
+        outcome = call()
+    except ProviderError as exc:
+        failure = exc
+    except Exception as exc:
+        failure = _unexpected(exc)
+    except BaseException as exc:
+        attempt.failed(exc)
+        raise
+    else:
+        response: R = attempt.succeeded(outcome)
+        return response
+    attempt.failed(failure)
+    raise failure
+
+
+async def run_async(attempt: _Attempt, call: Callable[[], Awaitable[tuple[R, str | None]]]) -> R:
+    """The asyncio twin of ``run_sync``."""
+    try:
+        outcome = await call()
+    except ProviderError as exc:
+        failure = exc
+    except Exception as exc:
+        failure = _unexpected(exc)
+    except BaseException as exc:
+        attempt.failed(exc)
+        raise
+    else:
+        response: R = attempt.succeeded(outcome)
+        return response
+    attempt.failed(failure)
+    raise failure
 
 
 def _failure_fields(exc: BaseException) -> dict[str, Any]:
@@ -214,6 +334,9 @@ class _Attempt:
     def failed(self, exc: BaseException) -> None:
         raise NotImplementedError
 
+    def succeeded(self, outcome: Any) -> Any:
+        raise NotImplementedError
+
 
 class EmbedAttempt(_Attempt):
     """Recording for one ``embed`` call."""
@@ -265,7 +388,7 @@ class EmbedAttempt(_Attempt):
                 input_type=call.input_type if call else _safe_str(input_type),
                 inputs=call.inputs if call else None,
                 estimated_usage=estimate_embedding_usage(self.mapping.billing, call.inputs)
-                if call and _abandoned(exc)
+                if call and _may_have_billed(exc)
                 else None,
                 **_failure_fields(exc),
             )
@@ -331,17 +454,17 @@ class RerankAttempt(_Attempt):
                 estimated_usage=estimate_rerank_usage(
                     self.mapping.billing, call.query, call.documents
                 )
-                if call and _abandoned(exc)
+                if call and _may_have_billed(exc)
                 else None,
                 **_failure_fields(exc),
             )
         )
 
 
-def _abandoned(exc: BaseException) -> bool:
-    """Whether the call failed after its request left (so the provider may have billed it)."""
-    name = exc.error_type if isinstance(exc, ProviderError) else type(exc).__name__
-    return name in ABANDONED_ERROR_TYPES
+def _may_have_billed(exc: BaseException) -> bool:
+    if isinstance(exc, ProviderError):
+        return may_have_billed(exc.category, exc.error_type, exc.status_code)
+    return may_have_billed(ErrorCategory.UNAVAILABLE, type(exc).__name__, None)
 
 
 def _safe_len(value: object) -> int:

@@ -90,10 +90,11 @@ def error_for_transport(exc: BaseException) -> ProviderError:
 
 
 def parse_json(body: bytes) -> Any:
-    """Decode a success body, or fail as ``provider_invalid_response`` (never quoting it)."""
+    """Decode a success body, or fail as ``provider_invalid_response`` (never quoting it).
+    JSON nested deeper than the interpreter's recursion limit is invalid too."""
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         pass
     raise ProviderError(
         ErrorCategory.INVALID_RESPONSE,

@@ -16,6 +16,8 @@ from spanledger.providers._driver import (
     Timeout,
     drive_async,
     drive_sync,
+    run_async,
+    run_sync,
 )
 from spanledger.providers._mapping import (
     EmbeddingMapping,
@@ -166,13 +168,14 @@ class EmbeddingProvider(_Provider):
         attempt = EmbedAttempt(
             self._current_recorder(), self._mapping, (inputs, input_type, dimensions, extras)
         )
-        try:
-            flow = embedding_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
-            outcome = drive_sync(flow, client, self._call_timeout(timeout))
-        except BaseException as exc:
-            attempt.failed(exc)
-            raise
-        return attempt.succeeded(outcome)
+        return run_sync(
+            attempt,
+            lambda: drive_sync(
+                embedding_flow(self._mapping, attempt.checked_call(), self._headers_for(client)),
+                client,
+                self._call_timeout(timeout),
+            ),
+        )
 
     async def aembed(
         self,
@@ -188,13 +191,14 @@ class EmbeddingProvider(_Provider):
         attempt = EmbedAttempt(
             self._current_recorder(), self._mapping, (inputs, input_type, dimensions, extras)
         )
-        try:
-            flow = embedding_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
-            outcome = await drive_async(flow, client, self._call_timeout(timeout))
-        except BaseException as exc:
-            attempt.failed(exc)
-            raise
-        return attempt.succeeded(outcome)
+        return await run_async(
+            attempt,
+            lambda: drive_async(
+                embedding_flow(self._mapping, attempt.checked_call(), self._headers_for(client)),
+                client,
+                self._call_timeout(timeout),
+            ),
+        )
 
 
 class RerankProvider(_Provider):
@@ -219,13 +223,14 @@ class RerankProvider(_Provider):
             self._mapping,
             (query, documents, top_k, return_documents, extras),
         )
-        try:
-            flow = rerank_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
-            outcome = drive_sync(flow, client, self._call_timeout(timeout))
-        except BaseException as exc:
-            attempt.failed(exc)
-            raise
-        return attempt.succeeded(outcome)
+        return run_sync(
+            attempt,
+            lambda: drive_sync(
+                rerank_flow(self._mapping, attempt.checked_call(), self._headers_for(client)),
+                client,
+                self._call_timeout(timeout),
+            ),
+        )
 
     async def arerank(
         self,
@@ -244,10 +249,11 @@ class RerankProvider(_Provider):
             self._mapping,
             (query, documents, top_k, return_documents, extras),
         )
-        try:
-            flow = rerank_flow(self._mapping, attempt.checked_call(), self._headers_for(client))
-            outcome = await drive_async(flow, client, self._call_timeout(timeout))
-        except BaseException as exc:
-            attempt.failed(exc)
-            raise
-        return attempt.succeeded(outcome)
+        return await run_async(
+            attempt,
+            lambda: drive_async(
+                rerank_flow(self._mapping, attempt.checked_call(), self._headers_for(client)),
+                client,
+                self._call_timeout(timeout),
+            ),
+        )
