@@ -1,11 +1,14 @@
-"""Locks that a forked child gets fresh, and callbacks that reset per-process state there.
+"""Locks that a forked child gets fresh, and resets of per-process state that run there.
 
 ``os.fork()`` copies a lock in whatever state it was in. A lock held by another thread at that
 moment stays held forever in the child, where that thread does not exist, so the child's first
-use of it hangs. Objects that guard their state with a lock (and processes that hold buffers or
-queues) register here; in the child every registered lock is replaced by a new one before any
-of its code runs, and every registered reset runs. Nothing on the call path changes: the lock
-attributes are plain ``threading`` locks.
+use of it hangs; a buffer or queue copied into the child holds the parent's work, which the
+child must not repeat. Objects register their locks and resets here; in every forked child the
+locks are replaced by new ones before any of the child's code runs, then the resets run.
+Nothing on the call path changes: lock attributes stay plain ``threading`` locks.
+
+Registrations are held weakly and dropped with their object, so making many short-lived
+objects does not grow this registry.
 """
 
 from __future__ import annotations
@@ -20,30 +23,45 @@ from typing import Any
 __all__ = ["after_fork_in_child", "lock", "module_lock", "renew_in_child", "rlock"]
 
 _LockFactory = Callable[[], Any]
-_renewed: dict[int, tuple[weakref.ref[object], dict[str, _LockFactory]]] = {}
-"""Owners by ``id`` (an owner need not be hashable), each held weakly."""
-_resets: list[weakref.WeakMethod[Callable[[], None]] | Callable[[], None]] = []
+
+
+class _Entry:
+    __slots__ = ("locks", "ref", "resets")
+
+    def __init__(self, ref: weakref.ref[object]) -> None:
+        self.ref = ref
+        self.locks: dict[str, _LockFactory] = {}
+        self.resets: list[str] = []
+
+
+_owners: dict[int, _Entry] = {}
+"""Registered objects by ``id`` (an owner need not be hashable), each held weakly."""
+_functions: list[Callable[[], None]] = []
 _module_locks: list[tuple[dict[str, Any], str, _LockFactory]] = []
 _registry_lock = threading.Lock()
 
 
-def renew_in_child(owner: object, attribute: str, factory: _LockFactory = threading.Lock) -> None:
-    """In a forked child, set ``owner.<attribute>`` to ``factory()`` (a fresh lock)."""
+def _entry(owner: object) -> _Entry:
     key = id(owner)
-    with _registry_lock:
-        entry = _renewed.get(key)
-        if entry is None or entry[0]() is not owner:
-            entry = _renewed[key] = (weakref.ref(owner, _forget(key)), {})
-        entry[1][attribute] = factory
+    entry = _owners.get(key)
+    if entry is None or entry.ref() is not owner:
+        entry = _owners[key] = _Entry(weakref.ref(owner, _forget(key)))
+    return entry
 
 
 def _forget(key: int) -> Callable[[weakref.ref[object]], None]:
     def forget(ref: weakref.ref[object]) -> None:
-        entry = _renewed.get(key)
-        if entry is not None and entry[0] is ref:
-            del _renewed[key]
+        entry = _owners.get(key)
+        if entry is not None and entry.ref is ref:
+            del _owners[key]
 
     return forget
+
+
+def renew_in_child(owner: object, attribute: str, factory: _LockFactory = threading.Lock) -> None:
+    """In a forked child, set ``owner.<attribute>`` to ``factory()`` (a fresh lock)."""
+    with _registry_lock:
+        _entry(owner).locks[attribute] = factory
 
 
 def lock(owner: object, attribute: str) -> threading.Lock:
@@ -68,12 +86,15 @@ def module_lock(
 
 
 def after_fork_in_child(reset: Callable[[], None]) -> None:
-    """Run ``reset`` in every forked child, after the locks are renewed. A bound method is held
-    weakly (its object may go away); a plain function is held for the life of the process."""
-    held: weakref.WeakMethod[Callable[[], None]] | Callable[[], None]
-    held = weakref.WeakMethod(reset) if hasattr(reset, "__self__") else reset
+    """Run ``reset`` in every forked child, after the locks are renewed. A bound method is
+    held weakly, through its object (it runs while the object lives); a plain function runs
+    for the life of the process."""
+    owner = getattr(reset, "__self__", None)
     with _registry_lock:
-        _resets.append(held)
+        if owner is None:
+            _functions.append(reset)
+        else:
+            _entry(owner).resets.append(reset.__name__)
 
 
 def _in_child() -> None:
@@ -81,22 +102,22 @@ def _in_child() -> None:
     _registry_lock = threading.Lock()
     for namespace, name, factory in _module_locks:
         namespace[name] = factory()
-    for ref, attributes in list(_renewed.values()):
-        owner = ref()
+    owners = [(entry.ref(), entry) for entry in list(_owners.values())]
+    for owner, entry in owners:
         if owner is None:
             continue
-        for attribute, factory in attributes.items():
+        for attribute, factory in entry.locks.items():
             with contextlib.suppress(Exception):  # nothing better can be done in a child
                 object.__setattr__(owner, attribute, factory())
-    alive: list[weakref.WeakMethod[Callable[[], None]] | Callable[[], None]] = []
-    for held in _resets:
-        reset = held() if isinstance(held, weakref.WeakMethod) else held
-        if reset is None:
-            continue
-        alive.append(held)
+    for function in _functions:
         with contextlib.suppress(Exception):
-            reset()
-    _resets[:] = alive
+            function()
+    for owner, entry in owners:
+        if owner is None:
+            continue
+        for name in entry.resets:
+            with contextlib.suppress(Exception):
+                getattr(owner, name)()
 
 
 os.register_at_fork(after_in_child=_in_child)

@@ -1,6 +1,6 @@
 """The JSONL event log format: one JSON object per line, each stamped with a schema version.
 
-Writing goes through ``encode_event``; reading through ``read_events``, which keeps every good
+Writing goes through ``event_line``; reading through ``read_events``, which keeps every good
 line and reports each bad one by line number (never by content: lines may hold payload).
 """
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from spanledger.events import (
     AttributionRecord,
@@ -24,7 +25,14 @@ from spanledger.events import (
     RerankFailedEvent,
 )
 
-__all__ = ["SCHEMA_VERSION", "EventLog", "LogProblem", "encode_event", "read_events"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "EventLog",
+    "LogProblem",
+    "encode_event",
+    "event_line",
+    "read_events",
+]
 
 SCHEMA_VERSION = 1
 _EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -38,8 +46,27 @@ _EVENT_KINDS = frozenset(_EVENT_FIELDS)
 def encode_event(event: Event | AttributionRecord) -> str:
     """One log line (without the newline) for an event or an attribution record; payload
     fields are never written."""
-    body = event.model_dump_json()
-    return f'{{"schema":{SCHEMA_VERSION},{body[1:]}'
+    return event_line(event)[:-1].decode("utf-8")
+
+
+def event_line(event: Event | AttributionRecord) -> bytes:
+    """``encode_event`` as UTF-8 bytes, newline included: what the log sink writes.
+
+    Never fails on content: a value JSON cannot hold as is is written in a form it can. A
+    string that is not valid Unicode (a lone surrogate from a provider's ``id``, say) is
+    escaped, a value of a type JSON has no form for is written as its type name (never its
+    ``repr``, which can hold anything).
+    """
+    try:
+        body = event.__pydantic_serializer__.to_json(event, fallback=_type_name)
+    except PydanticSerializationError:
+        data = event.model_dump(mode="json", fallback=_type_name)
+        body = json.dumps(data, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    return b'{"schema":%d,%s\n' % (SCHEMA_VERSION, body[1:])
+
+
+def _type_name(value: object) -> str:
+    return f"<{type(value).__name__}>"
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,11 @@ cited. A request scope owns one tracker; ``report()`` turns it into an ``Attribu
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, cast
 
+from spanledger import _forksafe
 from spanledger.attribution.citations import find_labels, label_map
 from spanledger.attribution.frames import (
     FrameId,
@@ -47,7 +47,7 @@ class FrameTracker:
     """Thread-safe record of a request's frames, in the order they were first seen."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = _forksafe.lock(self, "_lock")
         self._served: dict[str, list[ServedFrame]] = {}
         self._served_ids: set[FrameId] = set()
         self._rejected: dict[str, int] = {}

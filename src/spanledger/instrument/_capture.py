@@ -258,8 +258,10 @@ class SdkCall(Recording):
         """The 2xx answer did not hold what the endpoint answers (or the SDK could not read
         it): fingerprinted, never kept."""
         body = _body(self.answer)
+        status = getattr(self.answer, "status_code", None)
         return ProviderError(
             ErrorCategory.INVALID_RESPONSE,
+            status_code=status if type(status) is int and 200 <= status < 300 else None,
             detail="the 2xx response is not what the endpoint answers",
             fingerprint=Fingerprint.of(body) if body is not None else None,
             error_type=error_type,

@@ -29,17 +29,19 @@ def describe(
     error nor a transport failure."""
     if isinstance(exc, ProviderError):
         return exc
-    if _status(exc) in range(200, 300):
+    status = _status(exc)
+    if status is not None and 200 <= status < 300:
         name = type(exc).__name__
         return ProviderError(
             ErrorCategory.INVALID_RESPONSE,
+            status_code=status,
             detail="a 2xx response could not be read",
             fingerprint=_body_fingerprint(exc, getattr(exc, "response", None)),
             error_type=name,
         )
-    status = status_error(exc)
-    if status is not None:
-        return status
+    by_status = status_error(exc)
+    if by_status is not None:
+        return by_status
     cause = transport_cause(exc)
     if cause is not None:
         name = after_sending(cause) or type(cause).__name__

@@ -11,16 +11,16 @@ drops the error body.
 from __future__ import annotations
 
 import contextlib
-import threading
 import weakref
 from typing import Any
 
+from spanledger import _forksafe
 from spanledger.instrument._capture import SdkCall, current_call
 from spanledger.instrument._recording import logged
 
 __all__ = ["add_hooks", "remove_hooks"]
 
-_lock = threading.Lock()
+_lock = _forksafe.module_lock(globals(), "_lock")
 _users: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _replaced: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _ours: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()

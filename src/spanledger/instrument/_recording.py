@@ -16,9 +16,9 @@ import structlog
 
 from spanledger.errors import ProviderError
 from spanledger.estimates import (
-    ABANDONED_ERROR_TYPES,
     estimate_embedding_usage,
     estimate_rerank_usage,
+    may_have_billed,
 )
 from spanledger.events import (
     CallStarted,
@@ -76,7 +76,7 @@ class Recording:
         self._finish(self._success, figures)
 
     def failed(self, error: ProviderError, ended: float | None = None) -> None:
-        """End the call as failed; an attempt abandoned after sending carries an estimate.
+        """End the call as failed; one the provider may have billed carries an estimate.
         ``ended``: the ``perf_counter`` reading when the call really ended, if that was earlier."""
         self._finish(self._failure, error, ended)
 
@@ -159,7 +159,7 @@ class Recording:
 
     def _failure(self, error: ProviderError, latency_ms: float) -> Event:
         facts = self.facts
-        abandoned = (error.error_type or "") in ABANDONED_ERROR_TYPES
+        abandoned = may_have_billed(error.category, error.error_type, error.status_code)
         fields = self._common(latency_ms)
         fields.update(
             error_category=error.category,

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from spanledger import _forksafe
 from spanledger.instrument._capture import MethodSpec, Switch, wrap_async, wrap_sync
 from spanledger.instrument._hooks import add_hooks, remove_hooks
 from spanledger.instrument._recording import logged
@@ -34,7 +35,7 @@ _INTEGRATIONS = {
     "cohere": "spanledger.instrument.cohere_client",
     "voyageai": "spanledger.instrument.voyage_client",
 }
-_lock = threading.RLock()
+_lock = _forksafe.module_lock(globals(), "_lock", threading.RLock)
 _released: deque[tuple[Callable[..., Any], tuple[weakref.ref[Any], ...]]] = deque()
 
 

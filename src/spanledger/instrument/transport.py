@@ -138,7 +138,7 @@ class _Watch:
             self._record(response.status_code, response.headers, raw)
         except Exception as exc:
             logged(exc)
-            self._unrecorded(raw)
+            self._unrecorded(response.status_code, raw)
         return httpx.Response(
             response.status_code,
             headers=response.headers,
@@ -159,7 +159,9 @@ class _Watch:
         except (ValueError, RecursionError):
             payload = None
         if payload is None:
-            self.recording.failed(_unreadable(body if body is not None else raw, "invalid_json"))
+            self.recording.failed(
+                _unreadable(status, body if body is not None else raw, "invalid_json")
+            )
             return
         found = self._figures(payload)
         if self.route.operation == "rerank":
@@ -167,14 +169,14 @@ class _Watch:
         else:
             answered = has_vectors(self.route.vendor, payload)
         if not answered:
-            self.recording.failed(_unreadable(body or raw, "missing_field"))
+            self.recording.failed(_unreadable(status, body or raw, "missing_field"))
             return
         self.recording.succeeded(found)
 
-    def _unrecorded(self, raw: bytes) -> None:
+    def _unrecorded(self, status: int, raw: bytes) -> None:
         """The outcome could not be read at all: still the call's one event, as unreadable."""
         try:
-            self.recording.failed(_unreadable(raw, "unreadable_response"))
+            self.recording.failed(_unreadable(status, raw, "unreadable_response"))
         except Exception as exc:
             logged(exc)
 
@@ -233,9 +235,10 @@ def _decoded(status: int, headers: httpx.Headers, raw: bytes) -> bytes | None:
         return None
 
 
-def _unreadable(body: bytes, error_type: str) -> ProviderError:
+def _unreadable(status: int, body: bytes, error_type: str) -> ProviderError:
     return ProviderError(
         ErrorCategory.INVALID_RESPONSE,
+        status_code=status if 200 <= status < 300 else None,
         detail="the response body is not what this endpoint answers",
         fingerprint=Fingerprint.of(body),
         error_type=error_type,

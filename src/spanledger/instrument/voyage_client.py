@@ -10,7 +10,6 @@ call the wrapper only passes through.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -21,6 +20,7 @@ from voyageai.client import Client
 from voyageai.client_async import AsyncClient
 from voyageai.local.helpers import is_local_model
 
+from spanledger import _forksafe
 from spanledger.instrument._capture import MethodSpec, current_call
 from spanledger.instrument._facts import (
     CallFacts,
@@ -154,7 +154,7 @@ class _RequestorWrap:
     """Wraps ``APIRequestor.request`` / ``arequest`` while any Voyage client is instrumented."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = _forksafe.lock(self, "_lock")
         self._users = 0
         self._originals: dict[str, Callable[..., Any]] = {}
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from spanledger.costs import CostCode, CostLine
 from spanledger.errors import ErrorCategory, ProviderError
-from spanledger.estimates import ABANDONED_ERROR_TYPES, estimate_rerank_usage
+from spanledger.estimates import ABANDONED_ERROR_TYPES, estimate_rerank_usage, may_have_billed
 from spanledger.events import RerankResponse, RerankUsage, ScoredDocument
 from spanledger.ledger.prices import PriceTable
 from spanledger.ledger.pricing import not_billed, price_usage
@@ -75,7 +75,9 @@ def _failed_attempt(
     name = error.error_type if isinstance(error, ProviderError) else type(error).__name__
     abandoned = name in ABANDONED_ERROR_TYPES
     category = error.category if isinstance(error, ProviderError) else ErrorCategory.UNAVAILABLE
-    usage = estimate_rerank_usage(step._mapping.billing, query, documents) if abandoned else None
+    status = error.status_code if isinstance(error, ProviderError) else None
+    billed = may_have_billed(category, name, status)
+    usage = estimate_rerank_usage(step._mapping.billing, query, documents) if billed else None
     return RerankAttempt(
         provider=step.provider,
         model=step.model,

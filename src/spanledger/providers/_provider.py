@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
 import httpx
 
+from spanledger import _forksafe
 from spanledger.events import EmbeddingResponse, RerankResponse
 from spanledger.providers._driver import (
     EmbedAttempt,
@@ -51,7 +51,8 @@ class _Provider:
         self._owns_async_client = async_http_client is None
         self._timeout = timeout
         self._recorder = recorder
-        self._lock = threading.Lock()
+        self._lock = _forksafe.lock(self, "_lock")
+        _forksafe.after_fork_in_child(self._drop_inherited_clients)
         self._closed = False
         self._header_cache: tuple[object, dict[str, str]] | None = None
 
@@ -105,6 +106,15 @@ class _Provider:
                     self._async_client = httpx.AsyncClient(timeout=DEFAULT_TIMEOUT)
                 client = self._async_client
         return client
+
+    def _drop_inherited_clients(self) -> None:
+        """In a forked child: forget the clients this instance made, unclosed. Their pooled
+        connections are the parent's sockets (closing one could end the parent's TLS
+        session); the child makes its own on first use. Injected clients are the caller's."""
+        if self._owns_client:
+            self._client = None
+        if self._owns_async_client:
+            self._async_client = None
 
     def close(self) -> None:
         """Close the sync client if this instance created it."""
