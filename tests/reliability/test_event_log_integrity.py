@@ -53,6 +53,7 @@ def test_a_provider_id_that_is_a_lone_surrogate_is_logged_escaped(tmp_path: Path
     log = read_events(path)
     assert log.problems == []
     (logged,) = log.events
+    assert isinstance(logged, EmbeddingEvent)
     assert logged.response_id == response.response_id == "\ud800"
 
 
