@@ -31,14 +31,15 @@ def join_route(base_url: str, route: str) -> str:
 def encode_body(body: dict[str, Any]) -> bytes:
     """Compact JSON, keys in the order the mapping built them, text kept as UTF-8.
 
-    A body that is not valid JSON text (a set or bytes in extras, NaN, a lone surrogate) is
-    refused before sending as ``provider_invalid_request``.
+    A body that is not valid JSON text (a set or bytes in extras, NaN, a lone surrogate,
+    nesting deeper than the interpreter can encode) is refused before sending as
+    ``provider_invalid_request``.
     """
     try:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
             "utf-8"
         )
-    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
         pass
     raise ProviderError(
         ErrorCategory.INVALID_REQUEST,
