@@ -1,11 +1,21 @@
-"""The ``spanledger`` command."""
+"""The ``spanledger`` command.
+
+Whatever goes wrong, the command ends with one line on standard error and a non-zero status,
+never a traceback: a setting or file spanledger cannot use is named with its problem (status
+1), and anything unexpected is named by its type only (status 1; its message could quote a
+file's content). ``prices check`` reports an invalid table on standard output, as its answer.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from spanledger.errors import ConfigurationError
 
 __all__ = ["main"]
 
@@ -46,9 +56,30 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ConfigurationError as error:
+        return _fail(f"error: {error}")
+    except BrokenPipeError:
+        _stop_writing_to_stdout()
+        return 1
+    except OSError as error:
+        return _fail(f"error: {_describe_os_error(error)}")
+    except KeyboardInterrupt:
+        return _fail("interrupted", status=130)
+    except Exception as error:  # the last line of defence: one line, never a traceback
+        return _fail(
+            f"error: unexpected {type(error).__name__} in 'spanledger {args.command}' "
+            "(this is a bug in spanledger; please report it)"
+        )
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
+        from spanledger._settings import writable_event_log
         from spanledger.demo import run_demo, run_tour
 
+        writable_event_log(args.events, named="--events")
         return (run_tour if args.tour else run_demo)(args.events, sys.stdout)
     if args.command == "report":
         from spanledger.reporting import run_report
@@ -59,6 +90,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_prices_check(args.table, stale_days=args.stale_days, out=sys.stdout)
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _fail(line: str, *, status: int = 1) -> int:
+    """Say what went wrong in one line on standard error, after what was already printed."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    return status
+
+
+def _describe_os_error(error: OSError) -> str:
+    """``path: reason`` from an ``OSError``, in the system's words."""
+    reason = error.strerror or type(error).__name__
+    return f"{error.filename}: {reason}" if error.filename is not None else reason
+
+
+def _stop_writing_to_stdout() -> None:
+    """The reader of standard output went away (``spanledger report | head``): point stdout at
+    the null device so the interpreter's final flush does not fail again on exit."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 ``priced`` (every used dimension had a rate), ``estimated`` (priced from usage reconstructed
 for an attempt abandoned after sending), ``unpriced`` (no entry, an ambiguous entry, or a
 missing rate), ``unmetered`` (the provider reported no usage; only a per-request rate can be
-charged) or ``not_billed`` (the call failed before the provider could bill it).
+charged) or ``not_billed`` (the call failed where the provider bills nothing).
 """
 
 from __future__ import annotations

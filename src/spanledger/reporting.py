@@ -1,4 +1,8 @@
-"""The ``report`` and ``prices check`` commands: read files, print results, return a status."""
+"""The ``report`` and ``prices check`` commands: read files, print results, return a status.
+
+A file that cannot be used raises (``PriceTableError``, ``OSError``) for the caller to report;
+``prices check`` answers "invalid" itself, since that is what it was asked.
+"""
 
 from __future__ import annotations
 
@@ -17,17 +21,10 @@ __all__ = ["run_prices_check", "run_report"]
 
 
 def run_report(events: Path, prices: Path | None, *, as_json: bool, out: TextIO) -> int:
-    """Print the spend report for ``events``; 1 when a file cannot be read."""
-    try:
-        ledger = Ledger(PriceTable.load(prices), warn=False) if prices is not None else None
-    except PriceTableError as error:
-        out.write(f"error: {error}\n")
-        return 1
-    try:
-        log = read_events(events)
-    except OSError as error:
-        out.write(f"error: {events}: cannot read ({error.strerror})\n")
-        return 1
+    """Print the spend report for ``events``. Raises ``PriceTableError`` for a price table and
+    ``OSError`` for a log that cannot be read."""
+    ledger = Ledger(PriceTable.load(prices), warn=False) if prices is not None else None
+    log = read_events(events)
     report = build_spend_report(log.events, ledger)
     attribution = AttributionSummary.of(log.attributions)
     if as_json:

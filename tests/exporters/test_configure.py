@@ -271,12 +271,14 @@ def test_langfuse_keys_from_environ_build_an_exporter_for_that_host(
     assert exporter.delivery.exported == 1
 
 
-def test_langfuse_needs_both_keys() -> None:
-    recorder = spanledger.configure(
-        environ={"LANGFUSE_PUBLIC_KEY": unique_public_key()}, install=False
-    )
+def test_langfuse_with_one_key_is_a_configuration_error_naming_the_other() -> None:
+    """A half-configured Langfuse is almost surely a mistake: refused, not silently off."""
+    public_key = unique_public_key()
+    with pytest.raises(spanledger.ConfigurationError) as caught:
+        spanledger.configure(environ={"LANGFUSE_PUBLIC_KEY": public_key}, install=False)
 
-    assert sinks_of(recorder, LangfuseExporter) == []
+    assert "LANGFUSE_SECRET_KEY is not" in str(caught.value)
+    assert public_key not in str(caught.value)
 
 
 def test_langfuse_false_turns_it_off_despite_environ() -> None:

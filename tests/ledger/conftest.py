@@ -163,9 +163,9 @@ class ListSink:
 @pytest.fixture(autouse=True)
 def _fresh_warnings() -> Iterator[None]:
     """The ledger's warn-once set is process-wide: start and leave every test with it empty."""
-    pricing._warned.clear()
+    pricing._forget_warnings()
     yield
-    pricing._warned.clear()
+    pricing._forget_warnings()
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -12,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from spanledger.ledger import PriceTable, PriceTableError
+from spanledger.events import EmbeddingUsage
+from spanledger.ledger import Ledger, PriceTable, PriceTableError, price_usage
 
-from .conftest import EXAMPLE_PRICES, entry, table
+from .conftest import EXAMPLE_PRICES, WHEN, entry, table
 
 TOML_TABLE = """
 currency = "EUR"
@@ -243,6 +245,19 @@ BAD_ENTRIES: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("bad-date", entry("p", "m", per_request="1", valid_from="soon"), "valid_from"),
     ("bad-checked", entry("p", "m", per_request="1", checked="last week"), "checked"),
+    ("overflowing", entry("p", "m", per_request="1e999999999"), "per_request"),
+    ("underflowing", entry("p", "m", per_request="1e-999999999"), "per_request"),
+    ("above-the-bound", entry("p", "m", input_per_mtok="1000000.000001"), "input_per_mtok"),
+    ("huge-integer", entry("p", "m", per_search_unit=10**400), "per_search_unit"),
+    ("huge-float", entry("p", "m", per_request=1e308), "per_request"),
+    ("400-digits", entry("p", "m", input_per_mtok="0." + "1" * 400), "input_per_mtok"),
+    ("21-digits", entry("p", "m", input_per_mtok="1.00000000000000000001"), "input_per_mtok"),
+    ("25-places", entry("p", "m", per_request="1e-25"), "per_request"),
+    ("currency-words", entry("p", "m", per_request="1", currency="US DOLLAR$"), "currency"),
+    ("currency-lowercase", entry("p", "m", per_request="1", currency="usd"), "currency"),
+    ("currency-number", entry("p", "m", per_request="1", currency=840), "currency"),
+    ("currency-empty", entry("p", "m", per_request="1", currency=""), "currency"),
+    ("currency-non-ascii", entry("p", "m", per_request="1", currency="ÉUR"), "currency"),
 ]
 
 
@@ -460,3 +475,141 @@ def test_checked_dates_are_dates(tmp_path: Path) -> None:
     assert [item.label for item in stale] == ["p/m"]
     fresh = stamped.stale(older_than=timedelta(days=11), today=date(2025, 2, 14))
     assert fresh == []
+
+
+# --------------------------------------------------------------------------- bounds
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("1000000", Decimal(1_000_000)),
+        ("12345678901234567890", None),  # 20 digits, but above the bound
+        ("0.12345678901234567890", Decimal("0.12345678901234567890")),  # 20 digits
+        ("1e-24", Decimal("1e-24")),  # 24 places
+        ("0.020000000000000000000000000000", Decimal("0.02")),  # trailing zeros do not count
+        ("0E+999999999", Decimal(0)),  # zero, however it is written
+        ("-0", Decimal(0)),
+    ],
+)
+def test_rates_at_the_bounds(raw: str, expected: Decimal | None) -> None:
+    if expected is None:
+        with pytest.raises(PriceTableError, match="at most 1,000,000"):
+            table(entry("p", "m", per_request=raw))
+        return
+    rate = table(entry("p", "m", per_request=raw)).entries[0].per_request
+    assert rate == expected
+    assert rate is not None
+    assert rate.is_zero() or rate.adjusted() > -30
+
+
+def test_a_rate_bound_message_says_what_is_allowed() -> None:
+    messages = []
+    for raw in ("1e999999999", "0." + "1" * 400, "1e-30"):
+        with pytest.raises(PriceTableError) as caught:
+            table(entry("p", "m", input_per_mtok=raw))
+        messages.append(str(caught.value))
+    assert messages == [
+        "<dict>: prices[0] (p/m): field 'input_per_mtok': a rate must be at most 1,000,000",
+        "<dict>: prices[0] (p/m): field 'input_per_mtok': a rate may have at most 20 "
+        "significant digits, not 400",
+        "<dict>: prices[0] (p/m): field 'input_per_mtok': a rate may have at most 24 decimal "
+        "places, not 30",
+    ]
+
+
+def test_the_largest_rate_prices_the_largest_count_without_overflow() -> None:
+    dear = table(entry("p", "m", input_per_mtok="999999.99999999999999"))
+    line = price_usage(dear, "p", "m", WHEN, EmbeddingUsage(input_tokens=2**63 - 1))
+    assert line.amount is not None
+    assert line.amount > 0
+    assert Ledger(dear).prices is dear
+
+
+@pytest.mark.parametrize("currency", ["US DOLLAR$", "usd", "US", "USDT", 978, ""])
+def test_table_currency_must_be_iso_4217_shaped(tmp_path: Path, currency: object) -> None:
+    path = _json_file(tmp_path, {"currency": currency, "prices": [entry("p", "m", per_request=1)]})
+    with pytest.raises(PriceTableError) as caught:
+        PriceTable.load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: field 'currency' must be an ISO 4217 currency code")
+    assert "three capital letters" in message
+
+
+def test_iso_4217_codes_are_accepted_at_both_levels() -> None:
+    loaded = table(entry("p", "m", per_request=1, currency="JPY"), currency="EUR")
+    assert (loaded.currency, loaded.entries[0].currency) == ("EUR", "JPY")
+
+
+# --------------------------------------------------------------------------- hostile files
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("deep.json", "[" * 100_000 + "]" * 100_000),
+        ("deep-object.json", '{"a":' * 100_000 + "1" + "}" * 100_000),
+        ("deep.toml", "a = " + "[" * 100_000 + "]" * 100_000),
+        ("deep-inline.toml", "a = " + "{b = " * 100_000 + "1" + "}" * 100_000),
+    ],
+)
+def test_nesting_too_deep_is_refused_naming_the_file(
+    tmp_path: Path, name: str, content: str
+) -> None:
+    path = _write(tmp_path, name, content)
+    with pytest.raises(PriceTableError) as caught:
+        PriceTable.load(path)
+    kind = "JSON" if name.endswith(".json") else "TOML"
+    assert str(caught.value) == (
+        f"{path}: not valid {kind}: it is nested too deeply for a price table"
+    )
+
+
+SENTINEL = "do-not-echo-this-content"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("cut.json", '{\n  "prices": [\n    {"provider": "' + SENTINEL, "at line 3, column"),
+        ("comma.json", '{"prices": [],\n\n "x": "' + SENTINEL + '",}', "at line 3, column"),
+        ("cut.toml", '[[prices]]\nprovider = "' + SENTINEL + "\n", "at line 2, column"),
+        ("dup.toml", f'a = "{SENTINEL}"\na = 2\n', "at line 2, column"),
+        ("latin1.toml", b"provider = '\xe9" + SENTINEL.encode() + b"'", "not UTF-8 text"),
+        ("number.json", '{"prices": [{"per_request": ' + "9" * 5000 + "}]}", "cannot be read"),
+    ],
+)
+def test_a_parse_error_names_the_file_and_line_without_quoting_it(
+    tmp_path: Path, name: str, content: str | bytes, said: str
+) -> None:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(PriceTableError) as caught:
+        PriceTable.load(path)
+    message = str(caught.value)
+    kind = "JSON" if name.endswith(".json") else "TOML"
+    assert message.startswith(f"{path}: not valid {kind}: ")
+    assert said in message
+    assert SENTINEL not in message
+    assert "\n" not in message
+
+
+def test_long_names_and_values_are_shortened_in_messages() -> None:
+    long_model = "m" * 10_000
+    with pytest.raises(PriceTableError) as caught:
+        table(entry("p", long_model, per_request="x" * 10_000))
+    assert len(str(caught.value)) < 300
+    with pytest.raises(PriceTableError) as unknown:
+        table(entry("p", "m", per_request=1, **{"k" * 10_000: 1}))
+    assert len(str(unknown.value)) < 300
+
+
+def test_a_long_table_loads_in_linear_time() -> None:
+    rows = [entry("p", f"model-{i}", per_request="1") for i in range(20_000)]
+    started = time.perf_counter()
+    loaded = table(*rows)
+    assert time.perf_counter() - started < 5.0  # comparing every pair took ~19 s
+    assert len(loaded.entries) == 20_000

@@ -106,6 +106,16 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
+def _run_failing(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """A command that fails: its status and its one line of standard error (stdout empty)."""
+    capsys.readouterr()
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.splitlines()) == 1, captured.err
+    return code, captured.err
+
+
 def _report_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     code, out = _run(capsys, "report", *argv, "--json")
     assert code == 0
@@ -253,17 +263,18 @@ def test_report_with_an_invalid_price_table_fails_naming_it(
 ) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[[prices]]\nprovider = "p"\nmodel = "m"\nper_request = "abc"\n')
-    code, out = _run(capsys, "report", str(recorded.log), "--prices", str(bad))
+    code, err = _run_failing(capsys, "report", str(recorded.log), "--prices", str(bad))
     assert code == 1
-    assert str(bad) in out
-    assert "per_request" in out
+    assert err.startswith("error: ")
+    assert str(bad) in err
+    assert "per_request" in err
 
 
 def test_report_of_a_missing_log_fails(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing = tmp_path / "none.jsonl"
-    code, out = _run(capsys, "report", str(missing))
+    code, err = _run_failing(capsys, "report", str(missing))
     assert code == 1
-    assert str(missing) in out
+    assert err == f"error: {missing}: No such file or directory\n"
 
 
 # --------------------------------------------------------------------------- prices check

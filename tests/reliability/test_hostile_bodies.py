@@ -319,3 +319,21 @@ def test_a_refusal_before_sending_is_not_billed() -> None:
     (failed,) = events
     assert failed.cost is not None
     assert failed.cost.status is CostStatus.NOT_BILLED
+
+
+def test_a_call_that_may_have_been_billed_without_an_estimate_is_unmetered_never_free() -> None:
+    """TEI has no billing unit to estimate in; its unreadable 2xx still cost something."""
+    prices = PriceTable.from_dict(
+        {"currency": "USD", "prices": [{"provider": "tei", "model": "bge", "input_per_mtok": "1"}]}
+    )
+    events: list[Event] = []
+    provider = embedder("tei", raw_answer(b"<html>"), Recorder([events.append], prices=prices))
+
+    failure_of(lambda: provider.embed(["a"]))
+
+    (failed,) = events
+    assert isinstance(failed, EmbeddingFailedEvent)
+    assert failed.estimated_usage is None
+    assert failed.cost is not None
+    assert failed.cost.status is CostStatus.UNMETERED
+    assert failed.cost.amount is None

@@ -5,11 +5,15 @@ are ``Decimal``. A table that cannot be trusted is refused at load, naming the f
 and the field. Lookup prefers an exact model name over a glob, and a more specific glob over a
 less specific one; two equally specific entries with different rates are ambiguous, and the
 ledger reports such a model as unpriced rather than guessing.
+
+Every value is bounded (see ``MAX_RATE``): a table is configuration, and configuration that no
+real price list could hold is refused with a sentence, never carried into the arithmetic.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +27,10 @@ from typing import Any
 from spanledger.errors import ConfigurationError
 
 __all__ = [
+    "LOOKUP_CACHE_SIZE",
+    "MAX_RATE",
+    "MAX_RATE_DIGITS",
+    "MAX_RATE_PLACES",
     "RATE_FIELDS",
     "Lookup",
     "PriceEntry",
@@ -38,6 +46,25 @@ _ENTRY_FIELDS = frozenset(
 _TABLE_FIELDS = frozenset({"currency", "prices"})
 _GLOB_CHARS = frozenset("*?[")
 _MILLION = Decimal(1_000_000)
+_CURRENCY = re.compile(r"[A-Z]{3}")
+_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+MAX_RATE = Decimal(1_000_000)
+"""The largest rate accepted, per million tokens, per search unit or per request.
+
+Real list prices are cents to a few dollars; a rate a million times the dearest one is a typo
+or hostile input. With ``MAX_RATE_DIGITS`` and ``MAX_RATE_PLACES`` it keeps a rate, its
+per-token form and its products with real counts far inside ``Decimal``'s default context,
+where an absurd value would otherwise overflow (``1e999999999``) or round to zero while
+pricing, long after the table was loaded."""
+MAX_RATE_DIGITS = 20
+"""Significant digits a rate may have (trailing zeros aside): list prices use a handful."""
+MAX_RATE_PLACES = 24
+"""Decimal places a rate may have: the smallest step is 10**-24 of the currency unit."""
+LOOKUP_CACHE_SIZE = 4096
+"""Distinct (provider, model) pairs whose lookup a table remembers. When the cache is full it
+is emptied and starts again: the few models a deployment uses re-resolve at once, and a flood
+of caller-chosen model names costs at most this many entries of memory."""
 
 
 class PriceTableError(ConfigurationError):
@@ -115,6 +142,15 @@ class Lookup:
     ambiguous: tuple[PriceEntry, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Resolution:
+    """The entries matching one (provider, model), and the lookup itself when none of them has
+    a validity window (then the answer is the same at every moment)."""
+
+    matching: tuple[PriceEntry, ...]
+    timeless: Lookup | None
+
+
 @dataclass
 class PriceTable:
     """A validated list of price entries."""
@@ -122,43 +158,33 @@ class PriceTable:
     entries: list[PriceEntry] = field(default_factory=list)
     currency: str = "USD"
     source: str = "<dict>"
-    _matching: dict[tuple[str, str], list[PriceEntry]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    _resolved: dict[tuple[str, str], Lookup] = field(
+    _resolutions: dict[tuple[str, str], _Resolution] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
     @classmethod
     def load(cls, path: str | PathLike[str]) -> PriceTable:
-        """Read a ``.toml`` or ``.json`` table."""
+        """Read a ``.json`` table, or a TOML one (any other suffix)."""
         location = Path(path)
         try:
             raw = location.read_bytes()
         except OSError as error:
-            raise PriceTableError(f"{location}: cannot read ({error.strerror})") from None
-        try:
-            if location.suffix.lower() == ".json":
-                data = json.loads(raw)
-            else:
-                data = tomllib.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as error:
-            raise PriceTableError(
-                f"{location}: not valid {location.suffix[1:] or 'TOML'}: {error}"
-            ) from None
-        return cls.from_dict(data, source=str(location))
+            reason = error.strerror or type(error).__name__
+            raise PriceTableError(f"{location}: cannot read ({reason})") from None
+        except ValueError:
+            raise PriceTableError(f"{location}: cannot read (not a usable path)") from None
+        is_json = location.suffix.lower() == ".json"
+        return cls.from_dict(_parse(raw, is_json, location), source=str(location))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<dict>") -> PriceTable:
         """Build a table from the file format's shape: ``{currency, prices: [...]}``."""
         if not isinstance(data, Mapping):
             raise PriceTableError(f"{source}: the table must be an object with a 'prices' list")
-        unknown = sorted(set(data) - _TABLE_FIELDS)
+        unknown = sorted(str(key) for key in set(data) - _TABLE_FIELDS)
         if unknown:
-            raise PriceTableError(f"{source}: unknown top-level field {unknown[0]!r}")
-        currency = data.get("currency", "USD")
-        if not isinstance(currency, str) or not currency:
-            raise PriceTableError(f"{source}: field 'currency' must be a non-empty string")
+            raise PriceTableError(f"{source}: unknown top-level field {brief_repr(unknown[0])}")
+        currency = _currency(data.get("currency", "USD"), f"{source}: field 'currency'")
         rows = data.get("prices", [])
         if not isinstance(rows, Sequence) or isinstance(rows, str):
             raise PriceTableError(f"{source}: field 'prices' must be a list of entries")
@@ -168,34 +194,47 @@ class PriceTable:
         return table
 
     def _check_overlaps(self) -> None:
-        for i, first in enumerate(self.entries):
-            for j in range(i + 1, len(self.entries)):
-                second = self.entries[j]
-                same = (first.provider, first.model) == (second.provider, second.model)
-                if same and first.overlaps(second):
-                    raise PriceTableError(
-                        f"{self.source}: prices[{i}] and prices[{j}] ({first.label}): "
-                        "validity windows overlap"
-                    )
+        """Entries for the same provider and pattern must not share a moment (compared within
+        each pattern only, so a long table loads in linear time)."""
+        positions: dict[tuple[str, str], list[int]] = {}
+        for index, entry in enumerate(self.entries):
+            positions.setdefault((entry.provider, entry.model), []).append(index)
+        for indices in positions.values():
+            for n, i in enumerate(indices):
+                for j in indices[n + 1 :]:
+                    if self.entries[i].overlaps(self.entries[j]):
+                        raise PriceTableError(
+                            f"{self.source}: prices[{i}] and prices[{j}] "
+                            f"({self.entries[i].label}): validity windows overlap"
+                        )
 
     def lookup(self, provider: str, model: str, at: datetime) -> Lookup:
         """The entry for ``model`` at ``at``: exact name first, then the most specific glob.
 
-        Matching is resolved once per (provider, model); a model whose entries carry no
-        validity window gets its answer cached whole.
+        Matching is resolved once per (provider, model) and remembered in a bounded cache
+        (``LOOKUP_CACHE_SIZE``); a model whose entries carry no validity window gets its
+        answer remembered whole.
         """
         key = (provider, model)
-        cached = self._resolved.get(key)
-        if cached is not None:
-            return cached
-        matching = self._matching.get(key)
-        if matching is None:
-            matching = [entry for entry in self.entries if entry.matches(provider, model)]
-            self._matching[key] = matching
-        result = self._choose([entry for entry in matching if entry.valid_at(at)], model)
-        if all(entry.valid_from is None and entry.valid_until is None for entry in matching):
-            self._resolved[key] = result
-        return result
+        resolution = self._resolutions.get(key)
+        if resolution is None:
+            resolution = self._resolve(provider, model)
+            if len(self._resolutions) >= LOOKUP_CACHE_SIZE:
+                self._resolutions.clear()
+            self._resolutions[key] = resolution
+        if resolution.timeless is not None:
+            return resolution.timeless
+        return self._choose([entry for entry in resolution.matching if entry.valid_at(at)], model)
+
+    @property
+    def cached_lookups(self) -> int:
+        """How many (provider, model) lookups are remembered (at most ``LOOKUP_CACHE_SIZE``)."""
+        return len(self._resolutions)
+
+    def _resolve(self, provider: str, model: str) -> _Resolution:
+        matching = tuple(entry for entry in self.entries if entry.matches(provider, model))
+        timeless = all(entry.valid_from is None and entry.valid_until is None for entry in matching)
+        return _Resolution(matching, self._choose(list(matching), model) if timeless else None)
 
     @staticmethod
     def _choose(candidates: list[PriceEntry], model: str) -> Lookup:
@@ -245,11 +284,10 @@ def _entry(row: object, index: int, currency: str, source: str) -> PriceEntry:
     where = f"{source}: prices[{index}]"
     if not isinstance(row, Mapping):
         raise PriceTableError(f"{where}: an entry must be a table/object")
-    name = f"{row.get('provider', '?')}/{row.get('model', '?')}"
-    where = f"{where} ({name})"
-    unknown = sorted(set(row) - _ENTRY_FIELDS)
+    where = f"{where} ({_name_part(row.get('provider'))}/{_name_part(row.get('model'))})"
+    unknown = sorted(str(key) for key in set(row) - _ENTRY_FIELDS)
     if unknown:
-        raise PriceTableError(f"{where}: unknown field {unknown[0]!r}")
+        raise PriceTableError(f"{where}: unknown field {brief_repr(unknown[0])}")
     for required in ("provider", "model"):
         value = row.get(required)
         if not isinstance(value, str) or not value:
@@ -264,9 +302,7 @@ def _entry(row: object, index: int, currency: str, source: str) -> PriceEntry:
     checked = row.get("checked")
     if checked is not None:
         checked = _day(checked, f"{where}: field 'checked'")
-    entry_currency = row.get("currency", currency)
-    if not isinstance(entry_currency, str) or not entry_currency:
-        raise PriceTableError(f"{where}: field 'currency' must be a non-empty string")
+    entry_currency = _currency(row.get("currency", currency), f"{where}: field 'currency'")
     note = row.get("note")
     if note is not None and not isinstance(note, str):
         raise PriceTableError(f"{where}: field 'note' must be a string")
@@ -283,17 +319,95 @@ def _entry(row: object, index: int, currency: str, source: str) -> PriceEntry:
 
 
 def _rate(value: object, where: str) -> Decimal:
+    """A finite, non-negative rate within ``MAX_RATE``, ``MAX_RATE_DIGITS`` and
+    ``MAX_RATE_PLACES``, read exactly (a float through its shortest decimal form)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
         raise PriceTableError(f"{where}: a rate must be a number or a numeric string")
+    if isinstance(value, int) and abs(value) > MAX_RATE:
+        raise PriceTableError(f"{where}: a rate must be at most {MAX_RATE:,}")
     try:
         rate = Decimal(str(value).strip()) if not isinstance(value, Decimal) else value
     except InvalidOperation:
-        raise PriceTableError(f"{where}: {value!r} is not a number") from None
+        raise PriceTableError(f"{where}: {brief_repr(value)} is not a number") from None
     if not rate.is_finite():
         raise PriceTableError(f"{where}: a rate must be finite")
     if rate < 0:
         raise PriceTableError(f"{where}: a rate must not be negative")
+    if rate > MAX_RATE:
+        raise PriceTableError(f"{where}: a rate must be at most {MAX_RATE:,}")
+    if rate.is_zero():
+        return Decimal(0)
+    digits, places = _digits_and_places(rate)
+    if digits > MAX_RATE_DIGITS:
+        raise PriceTableError(
+            f"{where}: a rate may have at most {MAX_RATE_DIGITS} significant digits, not {digits}"
+        )
+    if places > MAX_RATE_PLACES:
+        raise PriceTableError(
+            f"{where}: a rate may have at most {MAX_RATE_PLACES} decimal places, not {places}"
+        )
     return rate
+
+
+def _digits_and_places(rate: Decimal) -> tuple[int, int]:
+    """Significant digits and decimal places of a finite non-zero rate, trailing zeros aside."""
+    _, digits, exponent = rate.as_tuple()
+    text = "".join(map(str, digits)).rstrip("0")
+    trailing = len(digits) - len(text)
+    power = exponent if isinstance(exponent, int) else 0
+    return len(text.lstrip("0")), max(0, -(power + trailing))
+
+
+def _currency(value: object, where: str) -> str:
+    """An ISO 4217 code's shape: three capital ASCII letters (``USD``, ``EUR``)."""
+    if not isinstance(value, str) or not _CURRENCY.fullmatch(value):
+        raise PriceTableError(
+            f"{where} must be an ISO 4217 currency code (three capital letters such as 'USD'), "
+            f"not {brief_repr(value)}"
+        )
+    return value
+
+
+def _name_part(value: object) -> str:
+    """A provider or model name for a message: the string itself (shortened), else ``?``."""
+    if not isinstance(value, str) or not value:
+        return "?"
+    return value if len(value) <= 60 else value[:57] + "..."
+
+
+def brief_repr(value: object, limit: int = 40) -> str:
+    """A short ``repr`` for an error message, so an error never dumps a file's content (not for
+    secrets, which are never shown at all)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _parse(raw: bytes, is_json: bool, location: Path) -> Any:
+    """The document in ``raw``, or a ``PriceTableError`` naming the file (and the line, when
+    the parser gives one) without quoting the content."""
+    kind = "JSON" if is_json else "TOML"
+    try:
+        return json.loads(raw) if is_json else tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:
+        reason = "it is nested too deeply for a price table"
+    except UnicodeDecodeError as error:
+        reason = f"it is not UTF-8 text (bad byte at offset {error.start})"
+    except json.JSONDecodeError as error:
+        reason = f"{error.msg.lower()} at line {error.lineno}, column {error.colno}"
+    except tomllib.TOMLDecodeError as error:
+        reason = _toml_reason(str(error))
+    except ValueError:
+        reason = "a value in it cannot be read"
+    raise PriceTableError(f"{location}: not valid {kind}: {reason}")
+
+
+def _toml_reason(message: str) -> str:
+    """``tomllib``'s message with its position moved to the end, in our words."""
+    position = _TOML_POSITION.search(message)
+    if position is None:
+        return message[:80]
+    what = message[: position.start()][:80]
+    return f"{what[:1].lower()}{what[1:]} at line {position[1]}, column {position[2]}"
 
 
 def _when(value: object, where: str) -> datetime | None:

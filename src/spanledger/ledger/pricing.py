@@ -3,20 +3,23 @@
 A used dimension with no rate, a model with no entry, or an ambiguous entry is ``unpriced``
 with the missing piece named; usage the provider did not report is ``unmetered``; an explicit
 ``0`` rate is free. Each unpriced or unmetered (provider, model, reason) is logged once per
-process so a gap in the price table is noticed.
+process so a gap in the price table is noticed; past ``WARNED_KEYS_LIMIT`` distinct keys the
+rest are counted instead (``suppressed_warnings()``), so caller-chosen model names cannot grow
+the process's memory or its log without bound.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from datetime import datetime
 from decimal import Decimal
 from os import PathLike
 
 import structlog
 
+from spanledger import _forksafe
 from spanledger.costs import NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
+from spanledger.estimates import may_have_billed
 from spanledger.events import (
     EmbeddingEvent,
     EmbeddingFailedEvent,
@@ -27,31 +30,66 @@ from spanledger.events import (
 )
 from spanledger.ledger.prices import PriceEntry, PriceTable
 
-__all__ = ["Ledger", "price_usage"]
+__all__ = ["WARNED_KEYS_LIMIT", "Ledger", "price_usage", "suppressed_warnings"]
+
+WARNED_KEYS_LIMIT = 1000
+"""Distinct (provider, model, reason) keys that get their own ``usage_not_priced`` warning per
+process. Past it, one ``usage_not_priced_suppressed`` warning says so and further unwarned calls
+are only counted (``suppressed_warnings()``); the ``spanledger.cost.unpriced`` metric still
+counts every call."""
 
 _log = structlog.get_logger("spanledger.ledger")
 _warned: set[tuple[str, str, str]] = set()
+_suppressed = 0
 _ZERO = Decimal(0)
 _SUCCESS = (EmbeddingEvent, RerankEvent)
-_warned_lock = threading.Lock()
+_warned_lock = _forksafe.module_lock(globals(), "_warned_lock")
+
+
+def suppressed_warnings() -> int:
+    """Unpriced calls not warned about because ``WARNED_KEYS_LIMIT`` keys were already warned."""
+    with _warned_lock:
+        return _suppressed
+
+
+def _forget_warnings() -> None:
+    """Start the warn-once bookkeeping afresh (for tests)."""
+    global _suppressed
+    with _warned_lock:
+        _warned.clear()
+        _suppressed = 0
 
 
 def _warn_once(provider: str, model: str, line: CostLine) -> None:
+    global _suppressed
     if line.status not in NOT_PRICED_STATUSES:
         return
     key = (provider, model, line.code.value if line.code else line.status.value)
     with _warned_lock:
         if key in _warned:
             return
-        _warned.add(key)
+        if len(_warned) < WARNED_KEYS_LIMIT:
+            _warned.add(key)
+            suppressed = 0
+        else:
+            _suppressed += 1
+            suppressed = _suppressed
     with contextlib.suppress(Exception):
-        _log.warning(
-            "usage_not_priced",
-            provider=provider,
-            model=model,
-            status=line.status.value,
-            reason=line.reason,
-        )
+        if not suppressed:
+            _log.warning(
+                "usage_not_priced",
+                provider=provider,
+                model=model,
+                status=line.status.value,
+                reason=line.reason,
+            )
+        elif suppressed == 1:
+            _log.warning(
+                "usage_not_priced_suppressed",
+                limit=WARNED_KEYS_LIMIT,
+                reason="more unpriced (provider, model, reason) keys than the warn-once limit; "
+                "further ones are counted, not logged",
+            )
 
 
 def price_usage(
@@ -165,11 +203,15 @@ class Ledger:
                 event.estimated_usage,
                 estimated=True,
             )
+        elif may_have_billed(event.error_category, event.error_type, event.status_code):
+            # billed, perhaps, but nothing to estimate from: unknown, never free
+            line = price_usage(self.prices, event.provider, event.model, event.started_at, None)
         else:
             kind = "embedding" if isinstance(event, EmbeddingFailedEvent) else "rerank"
             line = not_billed(
-                f"the {kind} call failed ({event.error_category.value}) before the provider "
-                "could bill it"
+                f"the {kind} call failed ({event.error_category.value}) where the provider "
+                "bills nothing: refused before sending or at connect, or answered with an "
+                "error status"
             )
         if self._warn and line.status in NOT_PRICED_STATUSES:
             _warn_once(event.provider, event.model, line)

@@ -6,11 +6,11 @@ Memory grows with the number of groups, never with the number of events. Amounts
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
+from spanledger import _forksafe
 from spanledger.costs import KNOWN_STATUSES, CostLine, CostStatus
 from spanledger.events import EmbeddingEvent, Event, RerankEvent
 
@@ -52,7 +52,7 @@ class Totals:
 
     def __init__(self) -> None:
         self._groups: dict[tuple[str, str, str, CostStatus, str], GroupTotal] = {}
-        self._lock = threading.Lock()
+        self._lock = _forksafe.lock(self, "_lock")
 
     def add(self, event: Event, line: CostLine) -> None:
         key = (

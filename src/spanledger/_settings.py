@@ -1,0 +1,281 @@
+"""Readers for settings: one per kind of value (port, URL, host, seconds, flag, headers,
+secret, event-log path, price table), each turning a bad value into a ``ConfigurationError``
+that names where the value came from (an environment variable or an argument) and what was
+expected, never a secret's value.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from spanledger.costs import Pricer
+from spanledger.errors import ConfigurationError
+from spanledger.ledger.prices import PriceTable, PriceTableError, brief_repr
+
+__all__ = [
+    "MAX_SHUTDOWN_TIMEOUT",
+    "Value",
+    "event_log_path",
+    "flag",
+    "from_env",
+    "headers",
+    "host",
+    "otlp_metrics_wanted",
+    "pick",
+    "port",
+    "price_table",
+    "seconds",
+    "secret",
+    "url",
+    "writable_event_log",
+]
+
+MAX_SHUTDOWN_TIMEOUT = 3600.0
+"""The longest shutdown timeout accepted, in seconds: beyond an hour a shutdown is not bounded
+in any useful sense (and far larger values overflow the waits they are passed to)."""
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+_METRICS_EXPORTERS = ("otlp", "prometheus", "console", "logging", "none")
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"(?=.{{1,253}}$){_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class Value:
+    """A raw setting and where it came from: an environment variable or an argument."""
+
+    source: str
+    raw: object
+
+
+def pick(
+    argument: object, argument_name: str, env: Mapping[str, str], variable: str
+) -> Value | None:
+    """The argument when given, else the variable when set to something; ``None`` otherwise."""
+    if argument is not None:
+        return Value(f"configure({argument_name}=...)", argument)
+    return from_env(env, variable)
+
+
+def from_env(env: Mapping[str, str], variable: str) -> Value | None:
+    text = env.get(variable)
+    return Value(variable, text) if text else None
+
+
+# --------------------------------------------------------------------------- one reader per kind
+
+
+def port(value: Value) -> int:
+    """A TCP port from 1 to 65535. Port 0 (any free port) is refused: configure() gives no way
+    to learn which port was picked, so Prometheus could not be pointed at it."""
+    raw = value.raw
+    port: int | None = None
+    if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
+        port = int(raw.strip()) if len(raw.strip()) <= 5 else None
+    elif isinstance(raw, int) and not isinstance(raw, bool):
+        port = raw
+    if port is None or not 1 <= port <= 65535:
+        why = ": port 0 would pick a random port Prometheus cannot be told to scrape"
+        raise ConfigurationError(
+            f"{value.source} must be a port number from 1 to 65535, not {brief_repr(raw)}"
+            + (why if port == 0 else "")
+        )
+    return port
+
+
+def url(value: Value, example: str) -> str:
+    """An ``http://`` or ``https://`` URL with a host, without a trailing slash. The URL itself
+    is never echoed: it can carry credentials."""
+    is_text = isinstance(value.raw, str)
+    text = value.raw.strip() if isinstance(value.raw, str) else ""
+    problem = _url_problem(text) if is_text else f"got a {type(value.raw).__name__}"
+    if problem is not None:
+        raise ConfigurationError(
+            f"{value.source} must be an http:// or https:// URL with a host, such as {example} "
+            f"({problem})"
+        )
+    return text.rstrip("/")
+
+
+def _url_problem(text: str) -> str | None:
+    if _CONTROL.search(text) or " " in text:
+        return "it contains whitespace or a control character"
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return "its host or port cannot be read"
+    if "://" not in text:
+        return "it does not start with http:// or https://"
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"its scheme is {parts.scheme!r}"
+    if not parts.hostname:
+        return "it has no host"
+    if port == 0:
+        return "its port is 0"
+    return None
+
+
+def host(value: Value) -> str:
+    """An address to listen on: an IP address or a host name, without scheme or port."""
+    raw = value.raw
+    text = raw.strip() if isinstance(raw, str) else ""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        if not _HOST_NAME.fullmatch(text):
+            raise ConfigurationError(
+                f"{value.source} must be an IP address or host name to listen on, such as "
+                f"127.0.0.1 or 0.0.0.0 (no scheme, no port), not {brief_repr(raw)}"
+            ) from None
+    return text
+
+
+def seconds(value: Value) -> float:
+    """A number of seconds, greater than 0 and at most ``MAX_SHUTDOWN_TIMEOUT``."""
+    raw = value.raw
+    seconds: float | None = None
+    if isinstance(raw, str):
+        try:
+            seconds = float(raw.strip())
+        except ValueError:
+            seconds = None
+    elif isinstance(raw, int | float) and not isinstance(raw, bool):
+        seconds = float(raw)
+    if seconds is None or not math.isfinite(seconds) or not 0 < seconds <= MAX_SHUTDOWN_TIMEOUT:
+        raise ConfigurationError(
+            f"{value.source} must be a number of seconds greater than 0 and at most "
+            f"{MAX_SHUTDOWN_TIMEOUT:g}, not {brief_repr(raw)}"
+        )
+    return seconds
+
+
+def flag(value: Value) -> bool:
+    """On or off: a bool argument, or one of the usual words (an unknown word is an error,
+    not a silent "off")."""
+    raw = value.raw
+    if isinstance(raw, bool):
+        return raw
+    word = raw.strip().lower() if isinstance(raw, str) else None
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ConfigurationError(
+        f"{value.source} must be one of {', '.join(sorted(_TRUE))} (on) or "
+        f"{', '.join(sorted(_FALSE - {''}))} (off), not {brief_repr(raw)}"
+    )
+
+
+def headers(value: Value) -> dict[str, str]:
+    """OTLP headers: comma-separated ``name=value`` entries, URL-encoded. A bad entry is named
+    by its position (1 is the first), never by its content: header values are credentials."""
+    headers: dict[str, str] = {}
+    for position, entry in enumerate(str(value.raw).split(","), start=1):
+        if not entry.strip():
+            continue
+        name, separator, text = entry.partition("=")
+        problem = None
+        if not separator:
+            problem = "has no '=' between a header name and its value"
+        elif not _HEADER_NAME.fullmatch(unquote(name.strip())):
+            problem = "has no valid header name before its '='"
+        elif _CONTROL.search(unquote(text.strip())):
+            problem = "has a control character in its value"
+        if problem is not None:
+            raise ConfigurationError(
+                f"{value.source} entry {position} {problem} (entries are name=value, "
+                "comma-separated; values are not shown)"
+            )
+        headers[unquote(name.strip()).lower()] = unquote(text.strip())
+    return headers
+
+
+def secret(value: Value) -> str:
+    """A credential: any text without whitespace or control characters (never shown)."""
+    raw = value.raw
+    if not isinstance(raw, str) or _CONTROL.search(raw) or any(c.isspace() for c in raw):
+        raise ConfigurationError(
+            f"{value.source} contains whitespace or a control character (its value is not "
+            "shown); a key is one word"
+        )
+    return raw
+
+
+def otlp_metrics_wanted(value: Value | None) -> bool:
+    """``OTEL_METRICS_EXPORTER``: a comma-separated list of the standard exporter names; OTLP
+    metrics are sent when it is unset or names ``otlp``."""
+    if value is None:
+        return True
+    names = [name.strip().lower() for name in str(value.raw).split(",")]
+    if not all(name in _METRICS_EXPORTERS for name in names):
+        raise ConfigurationError(
+            f"{value.source} must be a comma-separated list of "
+            f"{', '.join(_METRICS_EXPORTERS[:-1])} or {_METRICS_EXPORTERS[-1]}, "
+            f"not {brief_repr(value.raw)}"
+        )
+    return "otlp" in names
+
+
+def writable_event_log(path: str | PathLike[str], *, named: str) -> Path:
+    """``path`` checked as ``configure()`` checks an event log (a file that can be appended to,
+    or created); a ``ConfigurationError`` names it as ``named`` (a command-line option, say)."""
+    return event_log_path(Value(named, path))
+
+
+def event_log_path(value: Value) -> Path:
+    """A file the event log can be appended to (or created in a writable directory)."""
+    raw = value.raw
+    if not isinstance(raw, str | PathLike) or "\x00" in os.fsdecode(raw):
+        raise ConfigurationError(f"{value.source} must be a file path, not {brief_repr(raw)}")
+    path = Path(os.fsdecode(raw))
+    try:
+        problem = _event_log_problem(path)
+    except OSError as error:
+        problem = f"cannot be checked ({error.strerror or type(error).__name__})"
+    if problem is not None:
+        raise ConfigurationError(f"{value.source} names {str(path)!r}, which {problem}")
+    return path
+
+
+def _event_log_problem(path: Path) -> str | None:
+    if path.is_dir():
+        return "is a directory, not a file to append events to"
+    if path.exists():
+        return None if os.access(path, os.W_OK) else "is not writable"
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"cannot be created because {str(ancestor)!r} is not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot be created because {str(ancestor)!r} is not writable"
+    return None
+
+
+def price_table(value: Value) -> Pricer | PriceTable:
+    """A pricer or table as given, or the table loaded from a path (its error names both the
+    setting and the file)."""
+    raw = value.raw
+    if isinstance(raw, Pricer | PriceTable):
+        return raw
+    if not isinstance(raw, str | PathLike):
+        raise ConfigurationError(
+            f"{value.source} must be a price table, a Ledger or a path to a table file, "
+            f"not a {type(raw).__name__}"
+        )
+    try:
+        return PriceTable.load(raw)
+    except PriceTableError as error:
+        raise PriceTableError(f"{value.source} names an unusable price table: {error}") from None
