@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spanledger.figures import MAX_COUNT, count, response_id
+from spanledger.figures import MAX_COUNT, count, response_id, text
 
 # Arbitrary JSON values: scalars, and lists / objects of them, nested.
 json_values: st.SearchStrategy[Any] = st.recursive(
@@ -119,3 +119,14 @@ def test_count_sign_property(value: int) -> None:
     assert count(value) == (value if 0 <= value <= MAX_COUNT else None)
     assert count(float(value)) is None
     assert count(str(value)) is None
+
+
+@pytest.mark.parametrize("value", ["\ud800", "id-\udfff", "\udc00\ud800"])
+def test_text_without_a_utf8_form_is_not_reported(value: str) -> None:
+    assert text(value) is None
+    assert response_id(value) is None
+
+
+@pytest.mark.parametrize("value", ["resp-1", "é-ü", "\U0001f600", "a\u2028b"])
+def test_valid_text_is_kept_as_is(value: str) -> None:
+    assert text(value) == value

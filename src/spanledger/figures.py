@@ -8,7 +8,7 @@ good response and cannot reach a bill as a made-up number.
 
 from __future__ import annotations
 
-__all__ = ["MAX_COUNT", "count", "response_id"]
+__all__ = ["MAX_COUNT", "count", "response_id", "response_model", "text"]
 
 MAX_COUNT = 2**63 - 1
 """The largest count a figure may hold: the signed 64-bit range every metric backend and
@@ -22,8 +22,26 @@ def count(value: object) -> int | None:
     return None
 
 
-def response_id(value: object) -> str | None:
-    """Return ``value`` if it is a non-empty string, else ``None`` (an empty id is no id)."""
-    if type(value) is str and value:
+def text(value: object) -> str | None:
+    """Return ``value`` if it is a non-empty string of valid Unicode text, else ``None``.
+
+    A string holding a lone surrogate (JSON can escape one: ``"\\ud800"``) has no UTF-8 form,
+    so no span, observation or log line could carry it as sent: like any malformed figure it is
+    not reported, and stays verbatim on ``raw``. An empty id is no id.
+    """
+    if type(value) is not str or not value:
+        return None
+    if value.isascii():
         return value
-    return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
+
+
+response_id = text
+"""An id the provider gave the response: ``text``."""
+
+response_model = text
+"""The model name the provider echoed: ``text``."""

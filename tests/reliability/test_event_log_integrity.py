@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import pytest
 
-from spanledger import EmbeddingEvent, JsonlSink, Recorder, read_events
+from spanledger import EmbeddingEvent, JsonlSink, ProviderError, Recorder, read_events
 from spanledger.eventlog import encode_event, event_line
 from spanledger.providers import OpenAIEmbeddings
 
@@ -36,25 +37,44 @@ def event(**overrides: object) -> EmbeddingEvent:
     return EmbeddingEvent.model_validate(fields)
 
 
-def test_a_provider_id_that_is_a_lone_surrogate_is_logged_escaped(tmp_path: Path) -> None:
-    body = b'{"object":"list","id":"\\ud800","model":"m","data":[{"index":0,"embedding":[0.5]}],'
-    body += b'"usage":{"prompt_tokens":1}}'
+def test_a_provider_id_that_is_a_lone_surrogate_is_not_reported_and_the_event_is_logged(
+    tmp_path: Path,
+) -> None:
+    body = b'{"object":"list","id":"\\ud800","model":"\\udfff","data":[{"index":0,'
+    body += b'"embedding":[0.5]}],"usage":{"prompt_tokens":1}}'
     path = tmp_path / "events.jsonl"
     recorder = Recorder([JsonlSink(path)])
-    client = httpx.Client(
-        transport=httpx.MockTransport(lambda r: httpx.Response(200, content=body))
+    answer = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    embedder = OpenAIEmbeddings(
+        "m", api_key="k", http_client=httpx.Client(transport=answer), recorder=recorder
     )
-    response = OpenAIEmbeddings("m", api_key="k", http_client=client, recorder=recorder).embed(
-        ["a"]
+    response = embedder.embed(["a"])
+    recorder.shutdown()
+
+    assert response.response_id is None  # no UTF-8 form: not a figure any surface could carry
+    assert response.raw["id"] == "\ud800"
+    assert recorder.stats["0:JsonlSink"].failed == 0
+    (logged,) = read_events(path).events
+    assert isinstance(logged, EmbeddingEvent)
+    assert logged.response_id is None
+    assert logged.response_model is None
+    logged.model_dump_json()  # every other surface can serialize it too
+
+
+def test_a_caller_model_name_that_is_not_unicode_is_logged_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    recorder = Recorder([JsonlSink(path)])
+    answer = httpx.MockTransport(lambda request: httpx.Response(200))
+    embedder = OpenAIEmbeddings(
+        "m\ud800", api_key="k", http_client=httpx.Client(transport=answer), recorder=recorder
     )
+    with pytest.raises(ProviderError):
+        embedder.embed(["a"])  # the body cannot be encoded: refused before sending
     recorder.shutdown()
 
     assert recorder.stats["0:JsonlSink"].failed == 0
-    log = read_events(path)
-    assert log.problems == []
-    (logged,) = log.events
-    assert isinstance(logged, EmbeddingEvent)
-    assert logged.response_id == response.response_id == "\ud800"
+    (logged,) = read_events(path).events
+    assert logged.model == "m\ud800"
 
 
 def test_escaped_lines_are_plain_ascii_json_and_read_back_equal() -> None:

@@ -337,3 +337,18 @@ def test_a_call_that_may_have_been_billed_without_an_estimate_is_unmetered_never
     assert failed.cost is not None
     assert failed.cost.status is CostStatus.UNMETERED
     assert failed.cost.amount is None
+
+
+def test_sound_chunk_figures_whose_total_no_bill_can_hold_are_not_reported() -> None:
+    half = 2**62
+    body = (
+        '{"object":"list","model":"m","data":[{"object":"embedding","index":0,'
+        f'"embedding":[0.5]}}],"usage":{{"prompt_tokens":{half},"total_tokens":{half}}}}}'
+    ).encode()
+    client = httpx.Client(transport=httpx.MockTransport(raw_answer(body)))
+    provider = OpenAIEmbeddings(
+        "m", api_key="k", http_client=client, recorder=Recorder(), chunk_size=1
+    )
+    response = provider.embed(["a", "b"])  # 2**62 + 2**62 = 2**63: one past the largest count
+    assert response.usage is None
+    assert len(response.vectors) == 2

@@ -72,7 +72,7 @@ def embedding_figures(vendor: str, payload: object, *, dtype: object = None) -> 
     return Figures(
         usage=_embedding_usage({"input_tokens": tokens}) if tokens is not None else None,
         response_id=figures.response_id(payload.get("id")),
-        response_model=model if type(model) is str and model else None,
+        response_model=figures.response_model(model),
         dimensions=width,
     )
 

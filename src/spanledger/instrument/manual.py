@@ -203,7 +203,7 @@ class EmbeddingRecord(_Record):
                 response_id=figures.response_id(response_id)
                 if response_id is not None
                 else found.response_id,
-                response_model=text_or_none(response_model)
+                response_model=figures.response_model(text_or_none(response_model))
                 if response_model is not None
                 else found.response_model,
                 dimensions=positive_int(dimensions) or _width(vectors) or found.dimensions,
@@ -250,7 +250,7 @@ class RerankRecord(_Record):
                 response_id=figures.response_id(response_id)
                 if response_id is not None
                 else found.response_id,
-                response_model=text_or_none(response_model)
+                response_model=figures.response_model(text_or_none(response_model))
                 if response_model is not None
                 else found.response_model,
                 result_count=count,

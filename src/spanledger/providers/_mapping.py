@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -95,8 +95,7 @@ def dig(payload: object, *path: str) -> object:
 
 
 def echoed_model(payload: object) -> str | None:
-    model = dig(payload, "model")
-    return model if type(model) is str and model else None
+    return figures.response_model(dig(payload, "model"))
 
 
 class _Mapping(ABC):
@@ -225,6 +224,11 @@ def embedding_flow(
     return _stitch_embeddings(parts, mapping.model), parts[0].model
 
 
+def _summed(counts: Iterable[int]) -> int | None:
+    """The chunks' sound figures added up; a total no bill can hold is not a figure either."""
+    return figures.count(sum(counts))
+
+
 def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> EmbeddingResponse:
     first = parts[0]
     if len(parts) == 1:
@@ -234,9 +238,8 @@ def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> Embeddin
         raw = [part.raw for part in parts]
     usage: EmbeddingUsage | None = None
     if all(part.usage is not None for part in parts):
-        usage = EmbeddingUsage(
-            input_tokens=sum(part.usage.input_tokens for part in parts if part.usage)
-        )
+        tokens = _summed(part.usage.input_tokens for part in parts if part.usage)
+        usage = EmbeddingUsage(input_tokens=tokens) if tokens is not None else None
     try:
         return EmbeddingResponse(
             vectors=vectors,
@@ -305,9 +308,9 @@ def _sum_rerank_usage(parts: list[RerankPart]) -> RerankUsage | None:
     usages = [part.usage for part in parts]
     units = tokens = None
     if all(u is not None and u.search_units is not None for u in usages):
-        units = sum(u.search_units for u in usages if u and u.search_units is not None)
+        units = _summed(u.search_units for u in usages if u and u.search_units is not None)
     if all(u is not None and u.input_tokens is not None for u in usages):
-        tokens = sum(u.input_tokens for u in usages if u and u.input_tokens is not None)
+        tokens = _summed(u.input_tokens for u in usages if u and u.input_tokens is not None)
     if units is None and tokens is None:
         return None
     return RerankUsage(search_units=units, input_tokens=tokens)

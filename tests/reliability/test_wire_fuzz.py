@@ -1,0 +1,1194 @@
+"""Wire fuzz of every provider class (sync and async) and of the recording httpx transport.
+
+Asserted, and nothing else (see ``fuzz_contract``):
+
+1. a provider call returns a valid ``EmbeddingResponse`` / ``RerankResponse`` or raises
+   ``ProviderError``;
+2. exactly one event per call, a success iff the call returned, a failure's category equal to
+   the raised error's;
+3. that event is in the JSONL log (same ``call_id``, no problems reported by ``read_events``);
+4. no body, input or API-key sentinel in ``str`` / ``repr`` / the whole-chain traceback of the
+   error, in the event's JSON or in the log;
+5. non-finite or out-of-range vector values and scores end as ``provider_invalid_response``;
+   a usage figure above 2**63 - 1 is not reported (``None``), kept verbatim on ``raw``.
+
+For the transport: the caller gets what it would get without spanledger (status, headers and
+body bytes, or the inner transport's exception type), one event per recognised vendor call and
+none otherwise, and (3), (4) for that event.
+
+Bodies come from ``fuzz_bodies`` (valid vendor shapes, then mutated); ``httpx.MockTransport``
+carries the bulk, a raw loopback server (``fuzz_servers.RawServer``) the byte-level framing.
+Every test runs its whole budget and then fails with each class of violation, its count and its
+smallest repro. Budget: fixed and derandomized; ``SPANLEDGER_FUZZ_EXAMPLES=<n>`` runs n
+examples per hypothesis test instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import spanledger
+from spanledger import (
+    EmbeddingFailedEvent,
+    EmbeddingResponse,
+    ErrorCategory,
+    ProviderError,
+    RerankFailedEvent,
+    RerankResponse,
+)
+from spanledger.providers import (
+    CohereEmbeddings,
+    CohereReranker,
+    EmbeddingProvider,
+    JinaEmbeddings,
+    JinaReranker,
+    OpenAIEmbeddings,
+    RerankProvider,
+    TEIEmbeddings,
+    TEIReranker,
+    VoyageEmbeddings,
+    VoyageReranker,
+)
+from tests.reliability.fuzz_bodies import (
+    API_KEY,
+    BODY_SENTINEL,
+    DEEP_ARRAYS,
+    DEEP_OBJECTS,
+    HUGE_FIGURES,
+    INPUT_SENTINEL,
+    INT64_MAX,
+    NON_FINITE,
+    JsonPath,
+    Operation,
+    Raw,
+    TransportFailure,
+    WireReply,
+    corrupted,
+    embed_body,
+    encode,
+    error_body,
+    float32_base64,
+    hostile_reply,
+    plain_reply,
+    replaced,
+    rerank_body,
+    score_paths,
+    sound_tree,
+    vector_paths,
+    weighted,
+)
+from tests.reliability.fuzz_contract import (
+    CallRun,
+    Capture,
+    Tally,
+    contract_findings,
+    event_json,
+    event_usage_findings,
+    examples,
+    leaks,
+    log_findings,
+)
+from tests.reliability.fuzz_servers import MockWire, RawServer, raw_scripts
+
+MODES = ("sync", "async")
+TEI_ORIGIN = "http://tei.test"
+INTERNAL_ORIGIN = "http://models.internal:8080"
+QUERY = f"{INPUT_SENTINEL} query"
+EXTRAS = {"x_fuzz_tag": INPUT_SENTINEL}
+CLIENT_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One provider class and the wire it speaks."""
+
+    label: str
+    cls: Callable[..., EmbeddingProvider | RerankProvider]
+    vendor: str
+    operation: Operation
+    model: str
+    chunkable: bool
+    usage_paths: tuple[JsonPath, ...]
+    figure: str
+    origin: str
+    route: str
+
+
+ENDPOINTS = (
+    Endpoint(
+        "openai-embed",
+        OpenAIEmbeddings,
+        "openai",
+        "embeddings",
+        "text-embedding-3-small",
+        True,
+        (("usage", "prompt_tokens"), ("usage", "total_tokens")),
+        "input_tokens",
+        "https://api.openai.com",
+        "/v1/embeddings",
+    ),
+    Endpoint(
+        "cohere-embed",
+        CohereEmbeddings,
+        "cohere",
+        "embeddings",
+        "embed-v4.0",
+        True,
+        (("meta", "billed_units", "input_tokens"),),
+        "input_tokens",
+        "https://api.cohere.com",
+        "/v2/embed",
+    ),
+    Endpoint(
+        "cohere-rerank",
+        CohereReranker,
+        "cohere",
+        "rerank",
+        "rerank-v3.5",
+        False,
+        (("meta", "billed_units", "search_units"),),
+        "search_units",
+        "https://api.cohere.com",
+        "/v2/rerank",
+    ),
+    Endpoint(
+        "jina-embed",
+        JinaEmbeddings,
+        "jina",
+        "embeddings",
+        "jina-embeddings-v3",
+        False,
+        (("usage", "total_tokens"),),
+        "input_tokens",
+        "https://api.jina.ai",
+        "/v1/embeddings",
+    ),
+    Endpoint(
+        "jina-rerank",
+        JinaReranker,
+        "jina",
+        "rerank",
+        "jina-reranker-v2-base-multilingual",
+        False,
+        (("usage", "total_tokens"),),
+        "input_tokens",
+        "https://api.jina.ai",
+        "/v1/rerank",
+    ),
+    Endpoint(
+        "tei-embed",
+        TEIEmbeddings,
+        "tei",
+        "embeddings",
+        "BAAI/bge-small-en-v1.5",
+        True,
+        (),
+        "",
+        TEI_ORIGIN,
+        "/embed",
+    ),
+    Endpoint(
+        "tei-rerank",
+        TEIReranker,
+        "tei",
+        "rerank",
+        "BAAI/bge-reranker-base",
+        True,
+        (),
+        "",
+        TEI_ORIGIN,
+        "/rerank",
+    ),
+    Endpoint(
+        "voyage-embed",
+        VoyageEmbeddings,
+        "voyage",
+        "embeddings",
+        "voyage-3",
+        True,
+        (("usage", "total_tokens"),),
+        "input_tokens",
+        "https://api.voyageai.com",
+        "/v1/embeddings",
+    ),
+    Endpoint(
+        "voyage-rerank",
+        VoyageReranker,
+        "voyage",
+        "rerank",
+        "rerank-2",
+        False,
+        (("usage", "total_tokens"),),
+        "input_tokens",
+        "https://api.voyageai.com",
+        "/v1/rerank",
+    ),
+)
+REPORTING = tuple(endpoint for endpoint in ENDPOINTS if endpoint.usage_paths)
+IDS = [endpoint.label for endpoint in ENDPOINTS]
+
+
+def fuzz_settings(default_examples: int) -> settings:
+    return settings(
+        max_examples=examples(default_examples),
+        derandomize=True,
+        deadline=None,
+        database=None,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+# --------------------------------------------------------------------------- calls
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """What the caller asks: texts (inputs or documents, each holding the input sentinel)."""
+
+    texts: tuple[str, ...]
+    chunk_size: int | None = None
+    width: int = 3
+    top_k: int | None = None
+    return_documents: bool = True
+    input_type: str | None = None
+
+    @property
+    def batches(self) -> tuple[int, ...]:
+        """The size of each request the provider sends."""
+        count = len(self.texts)
+        size = self.chunk_size or count
+        return tuple(min(size, count - start) for start in range(0, count, size))
+
+    def describe(self, operation: Operation) -> str:
+        what = "inputs" if operation == "embeddings" else "documents"
+        parts = [f"{len(self.texts)} {what}"]
+        if self.chunk_size is not None:
+            parts.append(f"chunk_size={self.chunk_size}")
+        if operation == "embeddings":
+            parts.append(f"width={self.width}")
+            if self.input_type is not None:
+                parts.append(f"input_type={self.input_type!r}")
+        else:
+            parts.append(f"top_k={self.top_k} return_documents={self.return_documents}")
+        return ", ".join(parts)
+
+
+TAILS = st.text(st.characters(exclude_categories=["Cs"]), max_size=6)
+
+
+@st.composite
+def call_specs(draw: st.DrawFn, endpoint: Endpoint, chunking: bool = True) -> CallSpec:
+    count = draw(st.integers(1, 3))
+    texts = tuple(f"{INPUT_SENTINEL} {n} {draw(TAILS)}" for n in range(count))
+    chunk = draw(st.sampled_from((None, 1, 2))) if chunking and endpoint.chunkable else None
+    if endpoint.operation == "rerank":
+        return CallSpec(
+            texts,
+            chunk_size=chunk,
+            top_k=draw(st.none() | st.integers(1, 4)),
+            return_documents=draw(st.booleans()),
+        )
+    typed = endpoint.vendor in ("cohere", "jina", "voyage")
+    return CallSpec(
+        texts,
+        chunk_size=chunk,
+        width=draw(st.integers(1, 4)),
+        input_type=draw(st.sampled_from((None, "query", "document"))) if typed else None,
+    )
+
+
+def valid_body(
+    endpoint: Endpoint, spec: CallSpec, size: int, at_least_one: bool = False
+) -> st.SearchStrategy[object]:
+    if endpoint.operation == "embeddings":
+        return embed_body(endpoint.vendor, size, spec.width)
+    return rerank_body(endpoint.vendor, size, spec.top_k, spec.return_documents, at_least_one)
+
+
+class Harness:
+    """Clients and an event loop shared by one test's calls; a fresh recorder and log each."""
+
+    def __init__(self, tmp_path: Path, mode: str, transport: httpx.MockTransport | None) -> None:
+        self.mode = mode
+        self.loop = asyncio.new_event_loop() if mode == "async" else None
+        self.client: httpx.Client | None = None
+        self.aclient: httpx.AsyncClient | None = None
+        if self.loop is None:
+            self.client = httpx.Client(transport=transport, trust_env=False, timeout=CLIENT_TIMEOUT)
+        else:
+            self.aclient = httpx.AsyncClient(
+                transport=transport, trust_env=False, timeout=CLIENT_TIMEOUT
+            )
+        self._numbers = itertools.count()
+        self._dir = tmp_path
+
+    def next_log(self) -> Path:
+        return self._dir / f"events-{next(self._numbers)}.jsonl"
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.loop is not None:
+            if self.aclient is not None:
+                self.loop.run_until_complete(self.aclient.aclose())
+            self.loop.close()
+
+    def build(
+        self, endpoint: Endpoint, spec: CallSpec, recorder: spanledger.Recorder, origin: str | None
+    ) -> EmbeddingProvider | RerankProvider:
+        options: dict[str, Any] = {
+            "api_key": API_KEY,
+            "http_client": self.client,
+            "async_http_client": self.aclient,
+            "recorder": recorder,
+        }
+        if origin is not None or endpoint.vendor == "tei":
+            options["base_url"] = origin or TEI_ORIGIN
+        if spec.chunk_size is not None:
+            options["chunk_size"] = spec.chunk_size
+        return endpoint.cls(endpoint.model, **options)
+
+    def invoke(self, provider: EmbeddingProvider | RerankProvider, spec: CallSpec) -> object:
+        if isinstance(provider, EmbeddingProvider):
+            if self.loop is not None:
+                return self.loop.run_until_complete(
+                    provider.aembed(list(spec.texts), input_type=spec.input_type, extras=EXTRAS)
+                )
+            return provider.embed(list(spec.texts), input_type=spec.input_type, extras=EXTRAS)
+        kw: dict[str, Any] = {
+            "top_k": spec.top_k,
+            "return_documents": spec.return_documents,
+            "extras": EXTRAS,
+        }
+        if self.loop is not None:
+            return self.loop.run_until_complete(provider.arerank(QUERY, list(spec.texts), **kw))
+        return provider.rerank(QUERY, list(spec.texts), **kw)
+
+    def call(self, endpoint: Endpoint, spec: CallSpec, origin: str | None = None) -> CallRun:
+        capture = Capture(self.next_log())
+        provider = self.build(endpoint, spec, capture.recorder, origin)
+        result: object = None
+        raised: BaseException | None = None
+        try:
+            result = self.invoke(provider, spec)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            raised = exc
+        log, data, kinds = capture.finish()
+        return CallRun(result, raised, capture.events, log, data, kinds)
+
+
+def method_name(endpoint: Endpoint, mode: str) -> str:
+    name = "embed" if endpoint.operation == "embeddings" else "rerank"
+    return f"{endpoint.cls.__name__}.{'a' if mode == 'async' else ''}{name} ({mode})"
+
+
+def provider_repro(
+    endpoint: Endpoint, mode: str, spec: CallSpec, replies: tuple[WireReply, ...]
+) -> str:
+    answers = " || ".join(
+        f"reply {n}/{len(replies)}: {reply.describe()}" for n, reply in enumerate(replies, 1)
+    )
+    return f"{method_name(endpoint, mode)} {spec.describe(endpoint.operation)} | {answers}"
+
+
+# --------------------------------------------------------------------------- labelled oracles
+
+
+def corruption_findings(run: CallRun) -> list[str]:
+    """(5) A non-finite or out-of-range vector value or score fails as invalid_response."""
+    if run.raised is None:
+        return ["corruption accepted: non-finite or out-of-range number returned as a success"]
+    if (
+        isinstance(run.raised, ProviderError)
+        and run.raised.category is not ErrorCategory.INVALID_RESPONSE
+    ):
+        return [f"corruption: ended as {run.raised.category.value}, not provider_invalid_response"]
+    return []
+
+
+def oversized_findings(
+    endpoint: Endpoint, run: CallRun, planted: tuple[int, ...], tally: Tally
+) -> list[str]:
+    """(5) A figure above 2**63 - 1 is not reported: ``None`` on the response and the event,
+    verbatim on ``raw``."""
+    if run.raised is not None:
+        name = run.raised.category.value if isinstance(run.raised, ProviderError) else "?"
+        tally.notes[f"a valid body with an oversized usage figure failed the call ({name})"] += 1
+        return []
+    result = run.result
+    if not isinstance(result, EmbeddingResponse | RerankResponse):
+        return []
+    kinds: list[str] = []
+    figure = getattr(result.usage, endpoint.figure) if result.usage is not None else None
+    if any(value > INT64_MAX for value in planted) and figure is not None:
+        kinds.append(f"oversized usage: a figure above 2**63-1 reported as {endpoint.figure}")
+    if len(run.events) == 1:
+        event_usage = getattr(run.events[0], "usage", None)
+        if event_usage != result.usage:
+            kinds.append("oversized usage: the event's usage differs from the response's")
+    raws = [result.raw] if len(planted) == 1 else result.raw
+    if not isinstance(raws, list) or len(raws) != len(planted):
+        return [*kinds, "oversized usage: raw does not hold one body per request"]
+    for raw, value in zip(raws, planted, strict=True):
+        for path in endpoint.usage_paths:
+            kept = _dig(raw, path)
+            if type(kept) is not int or kept != value:
+                kinds.append("oversized usage: raw does not keep the figure verbatim")
+    return kinds
+
+
+def _dig(node: object, path: JsonPath) -> object:
+    for step in path:
+        if isinstance(node, dict) and step in node:
+            node = node[step]
+        else:
+            return None
+    return node
+
+
+# --------------------------------------------------------------------------- provider cases
+
+
+@dataclass(frozen=True)
+class ProviderCase:
+    spec: CallSpec
+    replies: tuple[WireReply, ...]
+    planted: tuple[int, ...] = ()
+
+
+@st.composite
+def hostile_cases(draw: st.DrawFn, endpoint: Endpoint) -> ProviderCase:
+    spec = draw(call_specs(endpoint))
+    replies = tuple(
+        draw(hostile_reply(valid_body(endpoint, spec, size), endpoint.vendor))
+        for size in spec.batches
+    )
+    return ProviderCase(spec, replies)
+
+
+@st.composite
+def corrupt_cases(draw: st.DrawFn, endpoint: Endpoint) -> ProviderCase:
+    spec = draw(call_specs(endpoint))
+    bad = draw(st.integers(0, len(spec.batches) - 1))
+    replies = []
+    for position, size in enumerate(spec.batches):
+        tree = draw(valid_body(endpoint, spec, size, at_least_one=True))
+        note = "valid"
+        if position == bad:
+            tree, note = draw(corrupted(endpoint.vendor, endpoint.operation, tree))
+        replies.append(plain_reply(tree, note))
+    return ProviderCase(spec, tuple(replies))
+
+
+@st.composite
+def oversized_cases(draw: st.DrawFn, endpoint: Endpoint) -> ProviderCase:
+    """Valid bodies whose usage is above 2**63 - 1 in at least one request; or, for a chunked
+    call, sound halves whose sum is above it."""
+    spec = draw(call_specs(endpoint))
+    batches = spec.batches
+    summed = len(batches) > 1 and draw(st.booleans())
+    huge_at = draw(st.integers(0, len(batches) - 1))
+    replies: list[WireReply] = []
+    planted: list[int] = []
+    for position, size in enumerate(batches):
+        tree = draw(valid_body(endpoint, spec, size))
+        if summed:
+            value = INT64_MAX // 2 + 1 + draw(st.integers(0, 1000))
+        elif position == huge_at or draw(st.booleans()):
+            value = draw(st.sampled_from(HUGE_FIGURES))
+        else:
+            value = draw(st.integers(0, 1000))
+        for path in endpoint.usage_paths:
+            tree = replaced(tree, path, lambda _, v=value: v)  # type: ignore[misc]
+        planted.append(value)
+        replies.append(plain_reply(tree, f"usage figure {value}"))
+    return ProviderCase(spec, tuple(replies), tuple(planted))
+
+
+def run_provider_fuzz(
+    endpoint: Endpoint,
+    mode: str,
+    tmp_path: Path,
+    name: str,
+    cases: st.SearchStrategy[ProviderCase],
+    budget: int,
+    oracle: Callable[[ProviderCase, CallRun, Tally], list[str]] | None = None,
+) -> None:
+    tally = Tally(f"{name} {endpoint.label} {mode}")
+    wire = MockWire()
+    harness = Harness(tmp_path, mode, wire.transport)
+    try:
+
+        @fuzz_settings(budget)
+        @given(case=cases)
+        def run(case: ProviderCase) -> None:
+            wire.script(case.replies)
+            call = harness.call(endpoint, case.spec)
+            kinds = contract_findings(
+                call,
+                endpoint.operation,
+                tally,
+                input_count=len(case.spec.texts),
+                top_k=case.spec.top_k,
+            )
+            if oracle is not None:
+                kinds += oracle(case, call, tally)
+            tally.add(
+                kinds,
+                lambda: provider_repro(endpoint, mode, case.spec, case.replies),
+                sum(len(reply.body) for reply in case.replies),
+            )
+
+        run()
+    finally:
+        harness.close()
+    tally.assert_clean()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=IDS)
+def test_provider_wire_fuzz(endpoint: Endpoint, mode: str, tmp_path: Path) -> None:
+    """Mutated bodies, statuses, headers and codings: the contract holds for every call."""
+    run_provider_fuzz(endpoint, mode, tmp_path, "wire fuzz", hostile_cases(endpoint), 160)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=IDS)
+def test_corruption_fails_loudly(endpoint: Endpoint, mode: str, tmp_path: Path) -> None:
+    """A valid 2xx body with one NaN / +-Infinity / 1e999 / 10**400 in a vector or score."""
+    run_provider_fuzz(
+        endpoint,
+        mode,
+        tmp_path,
+        "corruption",
+        corrupt_cases(endpoint),
+        25,
+        lambda case, run, tally: corruption_findings(run),
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("endpoint", REPORTING, ids=[e.label for e in REPORTING])
+def test_oversized_usage_is_not_reported(endpoint: Endpoint, mode: str, tmp_path: Path) -> None:
+    """A usage figure above 2**63 - 1 (or chunk figures summing above it) is not reported."""
+    run_provider_fuzz(
+        endpoint,
+        mode,
+        tmp_path,
+        "oversized usage",
+        oversized_cases(endpoint),
+        25,
+        lambda case, run, tally: oversized_findings(endpoint, run, case.planted, tally),
+    )
+
+
+# --------------------------------------------------------------------------- seed corpus
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A named hostile reply every provider class meets, and the oracle it is held to."""
+
+    name: str
+    reply: WireReply
+    oracle: str = ""
+    planted: tuple[int, ...] = ()
+
+
+JSON_TYPE = ((b"content-type", b"application/json"),)
+
+
+def seeds(endpoint: Endpoint, spec: CallSpec) -> list[Seed]:
+    vendor, operation = endpoint.vendor, endpoint.operation
+    count = len(spec.texts)
+    tree = sound_tree(vendor, operation, count, spec.width, spec.return_documents)
+
+    def body(raw: bytes, status: int = 200, headers: Any = JSON_TYPE) -> WireReply:
+        return WireReply(status, tuple(headers), raw)
+
+    def edit(path: JsonPath, value: object) -> bytes:
+        return encode(replaced(tree, path, lambda _: value))
+
+    sentinel = BODY_SENTINEL.encode()
+    out = [
+        Seed("valid", body(encode(tree)), "sound"),
+        Seed("[ x100000 ] x100000", body(DEEP_ARRAYS.data)),
+        Seed('{"a": x100000', body(DEEP_OBJECTS.data)),
+        Seed("[ x100000 ] x100000 with 500", body(DEEP_ARRAYS.data, 500)),
+        Seed("[ x100000 unclosed", body(b"[" * 100_000)),
+        Seed("empty 200", body(b"")),
+        Seed("null 200", body(b"null")),
+        Seed("html 200", body(b"<html>" + sentinel + b"</html>")),
+        Seed("truncated 200", body(encode(tree)[: len(encode(tree)) // 2])),
+        Seed("invalid UTF-8 200", body(encode(tree)[:-1] + b"\xff\xc3" + encode(tree)[-1:])),
+        Seed("usage with 5000 digits", body(b'{"usage":{"total_tokens":1' + b"0" * 5000 + b"}}")),
+        Seed(
+            "gzip declared, not applied",
+            body(encode(tree), headers=(*JSON_TYPE, (b"content-encoding", b"gzip"))),
+        ),
+        Seed(
+            "gzip of [ x100000 ] x100000",
+            body(
+                gzip.compress(DEEP_ARRAYS.data, mtime=0),
+                headers=(*JSON_TYPE, (b"content-encoding", b"gzip")),
+            ),
+        ),
+        Seed("error body 400", body(encode(error_body(vendor)), 400)),
+        Seed("error body 503", body(encode(error_body(vendor)), 503)),
+        Seed("status 100", body(encode(error_body(vendor)), 100)),
+        Seed("status 304", body(encode(error_body(vendor)), 304)),
+        Seed("status 999", body(encode(error_body(vendor)), 999)),
+        Seed(
+            "transport ReadError before answering",
+            WireReply(200, JSON_TYPE, encode(tree), TransportFailure(httpx.ReadError, None)),
+        ),
+        Seed(
+            "body stream fails after 10 bytes",
+            WireReply(
+                200, JSON_TYPE, encode(tree), TransportFailure(httpx.RemoteProtocolError, 10)
+            ),
+        ),
+    ]
+    for value in (b"99999999999999999999999", b"1e999", b"-1", b"\xff\xfe", b"Mon, 01 Jan 99999"):
+        out.append(
+            Seed(
+                f"429 with Retry-After {value!r}",
+                body(encode(error_body(vendor)), 429, (*JSON_TYPE, (b"retry-after", value))),
+            )
+        )
+    if isinstance(tree, dict):
+        for key in ("id", "model"):
+            lone = {**tree, key: "\ud800"}
+            out.append(Seed(f"root {key} is a lone surrogate escape", body(encode(lone))))
+        out.append(
+            Seed("unknown key holds a lone surrogate", body(edit(("x_fuzz_note",), "\udfff")))
+        )
+        out.append(
+            Seed(
+                "unknown key holds invalid UTF-8",
+                body(edit(("x_fuzz_note",), Raw(b'"\xed\xa0\x80"'))),
+            )
+        )
+    paths = vector_paths(vendor, tree) if operation == "embeddings" else score_paths(vendor, tree)
+    first = paths[0]
+    for token in NON_FINITE:
+        out.append(Seed(f"{token!r} at {first}", body(edit(first, token)), "corrupt"))
+    out.append(Seed(f"[ x100000 ] x100000 at {first}", body(edit(first, DEEP_ARRAYS))))
+    if operation == "embeddings" and vendor not in ("cohere", "tei"):
+        b64_path = first[:3]
+        for bad in (float("nan"), float("inf")):
+            out.append(
+                Seed(
+                    f"base64 float32 {bad} vector",
+                    body(edit(b64_path, float32_base64([0.5, bad, 0.25][: spec.width]))),
+                    "corrupt",
+                )
+            )
+    if operation == "rerank" and spec.return_documents and vendor != "cohere":
+        echo = (*first[:-1], "text" if vendor == "tei" else "document")
+        out.append(Seed("document echo is a lone surrogate", body(edit(echo, "\ud800"))))
+    for figure in HUGE_FIGURES:
+        edited = tree
+        for path in endpoint.usage_paths:
+            edited = replaced(edited, path, lambda _, v=figure: v)  # type: ignore[misc]
+        if endpoint.usage_paths:
+            out.append(Seed(f"usage {figure}", body(encode(edited)), "oversized", (figure,)))
+    for path in endpoint.usage_paths:
+        out.append(Seed(f"[ x100000 ] x100000 as usage {path}", body(edit(path, DEEP_ARRAYS))))
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=IDS)
+def test_seed_corpus(endpoint: Endpoint, mode: str, tmp_path: Path) -> None:
+    """Named hostile replies (the issue's repros among them), every class, sync and async."""
+    tally = Tally(f"seed corpus {endpoint.label} {mode}")
+    spec = CallSpec(tuple(f"{INPUT_SENTINEL} {n}" for n in range(2)))
+    wire = MockWire()
+    harness = Harness(tmp_path, mode, wire.transport)
+    try:
+        for seed in seeds(endpoint, spec):
+            wire.script([seed.reply])
+            run = harness.call(endpoint, spec)
+            kinds = contract_findings(
+                run, endpoint.operation, tally, input_count=len(spec.texts), top_k=spec.top_k
+            )
+            if seed.oracle == "corrupt":
+                kinds += corruption_findings(run)
+            elif seed.oracle == "oversized":
+                kinds += oversized_findings(endpoint, run, seed.planted, tally)
+            elif seed.oracle == "sound" and run.raised is not None:
+                kinds.append(f"sound: a valid reply failed with {type(run.raised).__name__}")
+            tally.add(
+                kinds,
+                lambda seed=seed: (  # type: ignore[misc]
+                    f"[{seed.name}] {provider_repro(endpoint, mode, spec, (seed.reply,))}"
+                ),
+                len(seed.reply.body),
+            )
+    finally:
+        harness.close()
+    tally.assert_clean()
+
+
+# --------------------------------------------------------------------------- byte-level framing
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=IDS)
+def test_provider_over_hostile_framing(
+    endpoint: Endpoint, mode: str, raw_server: RawServer, tmp_path: Path
+) -> None:
+    """Illegal chunk headers, truncated chunked bodies, resets and short bodies over a real
+    socket: the contract holds, and a well-formed answer still succeeds."""
+    tally = Tally(f"raw framing {endpoint.label} {mode}")
+    spec = CallSpec(tuple(f"{INPUT_SENTINEL} {n}" for n in range(2)))
+    body = encode(sound_tree(endpoint.vendor, endpoint.operation, 2, spec.width))
+    harness = Harness(tmp_path, mode, None)
+    try:
+        for script in raw_scripts(body):
+            raw_server.script = script
+            run = harness.call(endpoint, spec, origin=raw_server.origin)
+            kinds = contract_findings(
+                run, endpoint.operation, tally, input_count=len(spec.texts), top_k=spec.top_k
+            )
+            if script.sound and run.raised is not None:
+                kinds.append(f"sound: a well-formed answer failed with {type(run.raised).__name__}")
+            tally.add(
+                kinds,
+                lambda script=script: (  # type: ignore[misc]
+                    f"{method_name(endpoint, mode)} {spec.describe(endpoint.operation)} | "
+                    f"{script.describe()}"
+                ),
+                len(script.data),
+            )
+    finally:
+        harness.close()
+    tally.assert_clean()
+
+
+# --------------------------------------------------------------------------- transport
+
+
+REQUEST_HEADERS = {"content-type": "application/json", "authorization": f"Bearer {API_KEY}"}
+
+
+def request_json(endpoint: Endpoint, spec: CallSpec) -> dict[str, Any]:
+    """The vendor's own request for ``spec``, as a user's httpx code would send it."""
+    texts = list(spec.texts)
+    vendor = endpoint.vendor
+    model = {"model": endpoint.model}
+    if endpoint.operation == "embeddings":
+        if vendor == "openai":
+            return {**model, "input": texts}
+        if vendor == "cohere":
+            return {
+                **model,
+                "texts": texts,
+                "input_type": "search_query",
+                "embedding_types": ["float"],
+            }
+        if vendor == "jina":
+            return {**model, "input": texts, "task": "retrieval.query"}
+        if vendor == "voyage":
+            return {**model, "input": texts, "input_type": "query"}
+        return {"inputs": texts}
+    if vendor == "tei":
+        return {"query": QUERY, "texts": texts, "return_text": spec.return_documents}
+    body: dict[str, Any] = {**model, "query": QUERY, "documents": texts}
+    if spec.top_k is not None:
+        body["top_k" if vendor == "voyage" else "top_n"] = spec.top_k
+    if vendor != "cohere":
+        body["return_documents"] = spec.return_documents
+    return body
+
+
+@dataclass(frozen=True)
+class TransportCase:
+    endpoint: Endpoint
+    method: str
+    url: str
+    content: bytes
+    recognised: bool
+    reply: WireReply
+    variant: str
+    streamed: bool
+
+    def describe(self, mode: str) -> str:
+        shown = self.content[:120]
+        read = "streamed raw" if self.streamed else "read"
+        return (
+            f"transport ({mode}) {self.method} {self.url} [{self.variant}, {read}] "
+            f"request={shown!r} | reply: {self.reply.describe()}"
+        )
+
+
+@st.composite
+def transport_cases(draw: st.DrawFn) -> TransportCase:
+    endpoint = draw(st.sampled_from(ENDPOINTS))
+    spec = draw(call_specs(endpoint, chunking=False))
+    origin = draw(st.sampled_from((endpoint.origin, INTERNAL_ORIGIN)))
+    content = json.dumps(request_json(endpoint, spec)).encode()
+    variant = draw(
+        weighted(
+            [
+                (12, st.just("vendor call")),
+                (1, st.just("GET")),
+                (1, st.just("other route")),
+                (1, st.just("body not JSON")),
+                (1, st.just("body a JSON array")),
+            ]
+        )
+    )
+    method, route = "POST", endpoint.route
+    if variant == "GET":
+        method = "GET"
+    elif variant == "other route":
+        route = "/v1/chat/completions"
+    elif variant == "body not JSON":
+        content = b"not json " + INPUT_SENTINEL.encode()
+    elif variant == "body a JSON array":
+        content = json.dumps([INPUT_SENTINEL]).encode()
+    reply = draw(hostile_reply(valid_body(endpoint, spec, len(spec.texts)), endpoint.vendor))
+    streamed = draw(st.integers(0, 3)) == 0
+    recognised = variant == "vendor call"
+    return TransportCase(
+        endpoint, method, origin + route, content, recognised, reply, variant, streamed
+    )
+
+
+class _TeeSync(httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, spy: Spy) -> None:
+        self._inner, self._spy = inner, spy
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._inner
+        except Exception as exc:
+            self._spy.raised = type(exc).__name__
+            raise
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _TeeAsync(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, spy: Spy) -> None:
+        self._inner, self._spy = inner, spy
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except Exception as exc:
+            self._spy.raised = type(exc).__name__
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class Spy(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Wraps the inner transport and notes the exception type it raised, if any (while
+    answering or while its body is read)."""
+
+    def __init__(
+        self, sync_inner: httpx.BaseTransport | None, async_inner: httpx.AsyncBaseTransport | None
+    ) -> None:
+        self._sync, self._async = sync_inner, async_inner
+        self.raised: str | None = None
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        assert self._sync is not None
+        try:
+            response = self._sync.handle_request(request)
+        except Exception as exc:
+            self.raised = type(exc).__name__
+            raise
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_TeeSync(response.stream, self),
+            extensions=response.extensions,
+            request=request,
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert self._async is not None
+        try:
+            response = await self._async.handle_async_request(request)
+        except Exception as exc:
+            self.raised = type(exc).__name__
+            raise
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_TeeAsync(response.stream, self),
+            extensions=response.extensions,
+            request=request,
+        )
+
+    def close(self) -> None:
+        if self._sync is not None:
+            self._sync.close()
+
+    async def aclose(self) -> None:
+        if self._async is not None:
+            await self._async.aclose()
+
+
+Outcome = tuple[object, ...]
+
+
+Answer = tuple[int, tuple[tuple[str, str], ...], bytes]
+
+
+def _read(client: httpx.Client, method: str, url: str, content: bytes, streamed: bool) -> Answer:
+    if not streamed:
+        response = client.request(method, url, content=content, headers=REQUEST_HEADERS)
+        return response.status_code, tuple(response.headers.multi_items()), response.content
+    request = client.build_request(method, url, content=content, headers=REQUEST_HEADERS)
+    response = client.send(request, stream=True)
+    try:
+        body = b"".join(response.iter_raw())
+    finally:
+        response.close()
+    return response.status_code, tuple(response.headers.multi_items()), body
+
+
+async def _aread(
+    client: httpx.AsyncClient, method: str, url: str, content: bytes, streamed: bool
+) -> Answer:
+    if not streamed:
+        response = await client.request(method, url, content=content, headers=REQUEST_HEADERS)
+        return response.status_code, tuple(response.headers.multi_items()), response.content
+    request = client.build_request(method, url, content=content, headers=REQUEST_HEADERS)
+    response = await client.send(request, stream=True)
+    try:
+        body = b"".join([chunk async for chunk in response.aiter_raw()])
+    finally:
+        await response.aclose()
+    return response.status_code, tuple(response.headers.multi_items()), body
+
+
+class TransportHarness:
+    """A plain client (the caller without spanledger) and a recording one over a spy of the
+    same kind of inner transport."""
+
+    def __init__(self, tmp_path: Path, mode: str, wire: MockWire | None) -> None:
+        self.loop = asyncio.new_event_loop() if mode == "async" else None
+        self._numbers = itertools.count()
+        self._dir = tmp_path
+        self.sync_plain: httpx.Client | None = None
+        self.sync_recording: httpx.Client | None = None
+        self.async_plain: httpx.AsyncClient | None = None
+        self.async_recording: httpx.AsyncClient | None = None
+        options: dict[str, Any] = {"trust_env": False, "timeout": CLIENT_TIMEOUT}
+        if self.loop is None:
+            plain: httpx.BaseTransport = wire.transport if wire else httpx.HTTPTransport()
+            inner: httpx.BaseTransport = wire.transport if wire else httpx.HTTPTransport()
+            self.spy = Spy(inner, None)
+            self.sync_plain = httpx.Client(transport=plain, **options)
+            self.sync_recording = httpx.Client(
+                transport=spanledger.instrument.transport(self.spy), **options
+            )
+        else:
+            aplain: httpx.AsyncBaseTransport = (
+                wire.transport if wire else httpx.AsyncHTTPTransport()
+            )
+            ainner: httpx.AsyncBaseTransport = (
+                wire.transport if wire else httpx.AsyncHTTPTransport()
+            )
+            self.spy = Spy(None, ainner)
+            self.async_plain = httpx.AsyncClient(transport=aplain, **options)
+            self.async_recording = httpx.AsyncClient(
+                transport=spanledger.instrument.async_transport(self.spy), **options
+            )
+
+    def next_log(self) -> Path:
+        return self._dir / f"transport-{next(self._numbers)}.jsonl"
+
+    def close(self) -> None:
+        for client in (self.sync_plain, self.sync_recording):
+            if client is not None:
+                client.close()
+        if self.loop is not None:
+            for aclient in (self.async_plain, self.async_recording):
+                if aclient is not None:
+                    self.loop.run_until_complete(aclient.aclose())
+            self.loop.close()
+
+    def outcome(
+        self, recording: bool, method: str, url: str, content: bytes, streamed: bool
+    ) -> Outcome:
+        """What the caller gets: status, headers and body (decoded, as ``client.request``
+        reads it, or the raw bytes of a streamed read), or the exception type it raised."""
+        try:
+            if self.loop is None:
+                client = self.sync_recording if recording else self.sync_plain
+                assert client is not None
+                answer = _read(client, method, url, content, streamed)
+            else:
+                aclient = self.async_recording if recording else self.async_plain
+                assert aclient is not None
+                answer = self.loop.run_until_complete(
+                    _aread(aclient, method, url, content, streamed)
+                )
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            return ("raised", type(exc).__name__)
+        return ("answered", *answer)
+
+    def run(
+        self,
+        endpoint: Endpoint,
+        method: str,
+        url: str,
+        content: bytes,
+        recognised: bool,
+        tally: Tally,
+        before: Callable[[], None],
+        streamed: bool = False,
+    ) -> list[str]:
+        before()
+        baseline = self.outcome(False, method, url, content, streamed)
+        before()
+        self.spy.raised = None
+        capture = Capture(self.next_log())
+        with spanledger.use(capture.recorder):
+            recorded = self.outcome(True, method, url, content, streamed)
+        log, data, kinds = capture.finish()
+        ended = f"raised {recorded[1]}" if recorded[0] == "raised" else f"answered {recorded[1]}"
+        tally.outcomes[f"{'recognised' if recognised else 'passed through'}, {ended}"] += 1
+        if self.spy.raised is not None:
+            if recorded != ("raised", self.spy.raised):
+                kinds.append(
+                    "transport: the caller did not get the inner transport's exception type"
+                )
+        elif recorded != baseline:
+            kinds.append("transport: the caller's outcome differs from the one without spanledger")
+        expected = 1 if recognised else 0
+        events = capture.events
+        if len(events) != expected:
+            what = "a recognised vendor call" if recognised else "an unrecognised request"
+            kinds.append(f"events: {len(events)} events for {what}")
+        failed = (EmbeddingFailedEvent, RerankFailedEvent)
+        for event in events:
+            kinds += leaks("the event's model_dump_json()", event_json(event, tally))
+            kinds += event_usage_findings(event)
+            wanted = "embedding" if endpoint.operation == "embeddings" else "rerank"
+            if not event.kind.startswith(wanted):
+                kinds.append(f"events: a {endpoint.operation} call recorded as {event.kind}")
+            if recorded[0] == "raised" and not isinstance(event, failed):
+                kinds.append("events: the caller got an exception but the event is a success")
+        kinds += log_findings(events[0] if len(events) == 1 else None, log, data, len(events))
+        return kinds
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_transport_wire_fuzz(mode: str, tmp_path: Path) -> None:
+    """The recording transport over hostile replies, every endpoint, sync and async."""
+    tally = Tally(f"transport fuzz {mode}")
+    wire = MockWire()
+    harness = TransportHarness(tmp_path, mode, wire)
+    try:
+
+        @fuzz_settings(600)
+        @given(case=transport_cases())
+        def run(case: TransportCase) -> None:
+            kinds = harness.run(
+                case.endpoint,
+                case.method,
+                case.url,
+                case.content,
+                case.recognised,
+                tally,
+                lambda: wire.script([case.reply]),
+                case.streamed,
+            )
+            tally.add(kinds, lambda: case.describe(mode), len(case.reply.body))
+
+        run()
+    finally:
+        harness.close()
+    tally.assert_clean()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_transport_over_hostile_framing(mode: str, raw_server: RawServer, tmp_path: Path) -> None:
+    """The recording transport over a real inner transport and hostile framing."""
+    tally = Tally(f"transport raw framing {mode}")
+    harness = TransportHarness(tmp_path, mode, None)
+    try:
+        for endpoint in ENDPOINTS:
+            spec = CallSpec(tuple(f"{INPUT_SENTINEL} {n}" for n in range(2)))
+            content = json.dumps(request_json(endpoint, spec)).encode()
+            body = encode(sound_tree(endpoint.vendor, endpoint.operation, 2, spec.width))
+            url = raw_server.origin + endpoint.route
+            for script in raw_scripts(body):
+
+                def before(script: Any = script) -> None:
+                    raw_server.script = script
+
+                kinds = harness.run(endpoint, "POST", url, content, True, tally, before)
+                tally.add(
+                    kinds,
+                    lambda script=script, endpoint=endpoint: (  # type: ignore[misc]
+                        f"transport ({mode}) POST {endpoint.route} ({endpoint.label} body) | "
+                        f"{script.describe()}"
+                    ),
+                    len(script.data),
+                )
+    finally:
+        harness.close()
+    tally.assert_clean()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_transport_seed_corpus(mode: str, tmp_path: Path) -> None:
+    """The provider seed corpus (deep JSON, lone surrogates, non-finite numbers, oversized
+    figures, failing transports...) through the recording transport, every endpoint."""
+    tally = Tally(f"transport seed corpus {mode}")
+    wire = MockWire()
+    harness = TransportHarness(tmp_path, mode, wire)
+    try:
+        for endpoint in ENDPOINTS:
+            spec = CallSpec(tuple(f"{INPUT_SENTINEL} {n}" for n in range(2)))
+            content = json.dumps(request_json(endpoint, spec)).encode()
+            for origin in (endpoint.origin, INTERNAL_ORIGIN):
+                url = origin + endpoint.route
+                for seed in seeds(endpoint, spec):
+
+                    def before(seed: Seed = seed) -> None:
+                        wire.script([seed.reply])
+
+                    kinds = harness.run(endpoint, "POST", url, content, True, tally, before)
+                    tally.add(
+                        kinds,
+                        lambda seed=seed, url=url, endpoint=endpoint: (  # type: ignore[misc]
+                            f"[{seed.name}] transport ({mode}) POST {url} "
+                            f"({endpoint.label} body) | reply: {seed.reply.describe()}"
+                        ),
+                        len(seed.reply.body),
+                    )
+    finally:
+        harness.close()
+    tally.assert_clean()
