@@ -689,13 +689,13 @@ def test_configured_exporter_counts_spans_a_failing_backend_lost(
         with spanledger.use(recorder):
             embed_once(standin, "lost")
         recorder.flush()
-        assert exporter.delivery == DeliveryStats("langfuse", exported=0, failed=1)
+        assert exporter.delivery == DeliveryStats("langfuse", exported=0, failed=1, produced=1)
 
         receiver.fail_traces = False
         with spanledger.use(recorder):
             embed_once(standin, "delivered")
         recorder.flush()
-        assert exporter.delivery == DeliveryStats("langfuse", exported=1, failed=1)
+        assert exporter.delivery == DeliveryStats("langfuse", exported=1, failed=1, produced=2)
         (span,) = receiver.wait_for_spans(1)
         assert span["attributes"][TYPE] == "embedding"
         assert [p.basic_credentials() for p in receiver.trace_posts] == [

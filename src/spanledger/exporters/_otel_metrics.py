@@ -13,14 +13,21 @@ Exporters on one meter share one queue and one set of instruments (the SDK hands
 meter and the same instruments anyway); each queue's hook has a name of its own, since the SDK
 keeps only the first callback registered under a name. A forked child starts with empty queues:
 what the parent queued is the parent's to record.
+
+Recording is defensive, since one bad measurement can break every later export (an integer
+beyond signed 64-bit makes the OTLP encoder fail on each collection for good): a figure that is
+not a finite number, an integer outside signed 64-bit, or a count that would push a counter's
+total beyond it never reaches an instrument; it is counted in ``failures``. The distinct
+(operation, provider, model) label sets are bounded (``DEFAULT_LABEL_SETS``): beyond the bound a
+call is recorded under the model ``_overflow`` and counted in ``overflows`` and in the
+``spanledger.metrics.label_overflow`` counter, so attacker-chosen model names cannot grow memory.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import os
-import threading
+import math
 import weakref
 from collections import deque
 from collections.abc import Iterable
@@ -32,6 +39,7 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
+from spanledger import _forksafe
 from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine
 from spanledger.events import (
     EmbeddingEvent,
@@ -43,9 +51,11 @@ from spanledger.events import (
 )
 
 __all__ = [
+    "DEFAULT_LABEL_SETS",
     "DURATION_BUCKETS",
     "EMBEDDING_EVENTS",
     "FAILED_EVENTS",
+    "OVERFLOW_LABEL",
     "PENDING_LIMIT",
     "SHARE_BUCKETS",
     "SUCCEEDED_EVENTS",
@@ -66,34 +76,53 @@ PENDING_LIMIT = 4096
 _CALL_PATH_BATCH = 64
 """The most queued calls that one call records on its own path."""
 
+DEFAULT_LABEL_SETS = 1000
+"""Distinct (operation, provider, model) label sets one set of instruments records."""
+
+OVERFLOW_LABEL = "_overflow"
+"""The model (and, past a few, the provider) label of calls beyond the label-set bound."""
+
+_OVERFLOW_PROVIDERS = 32
+"""Distinct providers kept on overflowed calls; beyond, the provider label overflows too."""
+
+_ATTRIBUTE_SETS_KEPT = 4096
+"""Metric attribute dicts cached (each distinct label set, error and token type)."""
+
+_INT64_MAX = 2**63 - 1
+
 _log = structlog.get_logger("spanledger.exporters.otel")
 _hook_numbers = itertools.count(1)
-_live_queues: weakref.WeakSet[GenAIMetrics] = weakref.WeakSet()
-_shared: weakref.WeakKeyDictionary[metrics.Meter, dict[bool, GenAIMetrics]] = (
+_shared: weakref.WeakKeyDictionary[metrics.Meter, dict[tuple[bool, int], GenAIMetrics]] = (
     weakref.WeakKeyDictionary()
 )
-_shared_lock = threading.Lock()
+_shared_lock = _forksafe.module_lock(globals(), "_shared_lock")
 
 
-def metrics_for(meter: metrics.Meter, *, latest: bool) -> GenAIMetrics:
+def metrics_for(
+    meter: metrics.Meter, *, latest: bool, label_sets: int = DEFAULT_LABEL_SETS
+) -> GenAIMetrics:
     """The instruments and queue of ``meter`` (created on first use, then shared)."""
     with _shared_lock:
         try:
-            by_naming = _shared.setdefault(meter, {})
+            by_settings = _shared.setdefault(meter, {})
         except TypeError:  # a meter that cannot be weakly referenced: nothing to share by
-            return GenAIMetrics(meter, latest=latest)
-        found = by_naming.get(latest)
+            return GenAIMetrics(meter, latest=latest, label_sets=label_sets)
+        found = by_settings.get((latest, label_sets))
         if found is None:
-            found = by_naming[latest] = GenAIMetrics(meter, latest=latest)
+            found = by_settings[(latest, label_sets)] = GenAIMetrics(
+                meter, latest=latest, label_sets=label_sets
+            )
         return found
 
 
-def _after_fork_in_child() -> None:
-    for queue in list(_live_queues):
-        queue.forget_inherited()
+def _measurable(value: object) -> bool:
+    """Whether ``value`` can reach an instrument: a non-negative integer within signed 64-bit,
+    or a finite non-negative float. Anything larger breaks the export of every later collection;
+    a negative or non-number one the SDK refuses with a warning on the application's logging."""
+    if isinstance(value, int):
+        return 0 <= value <= _INT64_MAX
+    return isinstance(value, float) and math.isfinite(value) and value >= 0
 
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
 
 FAILED_EVENTS = (EmbeddingFailedEvent, RerankFailedEvent)
 SUCCEEDED_EVENTS = (EmbeddingEvent, RerankEvent)
@@ -142,8 +171,11 @@ def _figures(event: Event, span: SpanContext | None) -> _Figures:
 class GenAIMetrics:
     """The exporter's instruments, and the queue of calls not yet recorded into them."""
 
-    def __init__(self, meter: metrics.Meter, *, latest: bool) -> None:
+    def __init__(
+        self, meter: metrics.Meter, *, latest: bool, label_sets: int = DEFAULT_LABEL_SETS
+    ) -> None:
         self.latest = latest
+        self.label_sets = label_sets
         self.duration = meter.create_histogram(
             "gen_ai.client.operation.duration",
             unit="s",
@@ -192,12 +224,21 @@ class GenAIMetrics:
             description="Share of rendered context tokens that the answer cited, per request.",
             explicit_bucket_boundaries_advisory=SHARE_BUCKETS,
         )
+        self.label_overflow = meter.create_counter(
+            "spanledger.metrics.label_overflow",
+            unit="{call}",
+            description="Calls recorded under the overflow model label (too many label sets).",
+        )
         self._attribute_cache: dict[tuple[bool, str, str, str | None, bool], dict[str, Any]] = {}
+        self._label_sets: set[tuple[bool, str, str]] = set()
+        self._overflow_providers: set[str] = set()
+        self._counter_totals: dict[tuple[bool, str, str], int] = {}
         self._pending: deque[_Figures] = deque()
-        self._drain_lock = threading.Lock()
+        self._drain_lock = _forksafe.lock(self, "_drain_lock")
         self.failures = 0
+        self.overflows = 0
         self._logged_failures: set[str] = set()
-        _live_queues.add(self)
+        _forksafe.after_fork_in_child(self.forget_inherited)
         meter.create_observable_gauge(
             f"spanledger.metrics.pending.{next(_hook_numbers)}",
             callbacks=[self._on_collect],
@@ -223,9 +264,8 @@ class GenAIMetrics:
             self._record_queued(len(self._pending))
 
     def forget_inherited(self) -> None:
-        """In a forked child: drop the parent's queued calls and its lock's state."""
+        """In a forked child: drop the parent's queued calls (the lock is renewed too)."""
         self._pending.clear()
-        self._drain_lock = threading.Lock()
 
     def _record_queued(self, limit: int) -> None:
         pop = self._pending.popleft
@@ -237,13 +277,12 @@ class GenAIMetrics:
             try:
                 self._record(*figures)
             except Exception as exc:
-                self._count_failure(exc)
+                self._count_failure(type(exc).__name__)
 
-    def _count_failure(self, exc: Exception) -> None:
+    def _count_failure(self, error_type: str) -> None:
         """Counted, and logged once per error type without its message."""
         self.failures += 1
-        error_type = type(exc).__name__
-        if error_type not in self._logged_failures:
+        if error_type not in self._logged_failures and len(self._logged_failures) < 64:
             self._logged_failures.add(error_type)
             with contextlib.suppress(Exception):
                 _log.warning("metric_record_failed", error_type=error_type)
@@ -256,6 +295,22 @@ class GenAIMetrics:
     def _on_collect(self, options: CallbackOptions) -> Iterable[Observation]:
         self.drain()
         return ()
+
+    def _labels(self, embedding: bool, provider: str, model: str) -> tuple[str, str]:
+        """The provider and model labels to record under: as given while the label sets stay
+        within bound, else the overflow label (counted)."""
+        if (embedding, provider, model) in self._label_sets:
+            return provider, model
+        if len(self._label_sets) < self.label_sets:
+            self._label_sets.add((embedding, provider, model))
+            return provider, model
+        self.overflows += 1
+        self.label_overflow.add(1)
+        if provider not in self._overflow_providers:
+            if len(self._overflow_providers) >= _OVERFLOW_PROVIDERS:
+                return OVERFLOW_LABEL, OVERFLOW_LABEL
+            self._overflow_providers.add(provider)
+        return provider, OVERFLOW_LABEL
 
     def _attributes(
         self, embedding: bool, provider: str, model: str, error: str | None, tokens: bool
@@ -274,9 +329,26 @@ class GenAIMetrics:
                 cached["error.type"] = error
             if tokens and not (self.latest and embedding):
                 cached["gen_ai.token.type"] = "input"
-            if len(self._attribute_cache) < 10_000:
+            if len(self._attribute_cache) < _ATTRIBUTE_SETS_KEPT:
                 self._attribute_cache[key] = cached
         return cached
+
+    def _measured(self, value: object) -> bool:
+        """Whether ``value`` may be recorded; if not, it is counted as a failure."""
+        if _measurable(value):
+            return True
+        self._count_failure("value_out_of_range")
+        return False
+
+    def _counter_total_fits(self, labels: tuple[bool, str, str], amount: int) -> bool:
+        """Whether adding ``amount`` keeps the counter's total for ``labels`` within signed
+        64-bit (the SDK sums without bound; the encoder then fails on every export)."""
+        total = self._counter_totals.get(labels, 0) + amount
+        if total > _INT64_MAX:
+            self._count_failure("counter_total_out_of_range")
+            return False
+        self._counter_totals[labels] = total
+        return True
 
     def _record(
         self,
@@ -291,18 +363,24 @@ class GenAIMetrics:
         span: SpanContext | None,
     ) -> None:
         context = trace.set_span_in_context(NonRecordingSpan(span)) if span is not None else None
-        duration = self.embedding_duration if embedding else self.duration
-        duration.record(
-            latency_ms / 1000.0,
-            self._attributes(embedding, provider, model, error, False),
-            context,
-        )
-        if input_tokens is not None:
+        provider, model = self._labels(embedding, provider, model)
+        if self._measured(latency_ms):
+            duration = self.embedding_duration if embedding else self.duration
+            duration.record(
+                latency_ms / 1000.0,
+                self._attributes(embedding, provider, model, error, False),
+                context,
+            )
+        if input_tokens is not None and self._measured(input_tokens):
             tokens = self.embedding_tokens if embedding else self.tokens
             tokens.record(
                 input_tokens, self._attributes(embedding, provider, model, None, True), context
             )
-        if search_units is not None:
+        if (
+            search_units is not None
+            and self._measured(search_units)
+            and self._counter_total_fits((embedding, provider, model), search_units)
+        ):
             self.search_units.add(
                 search_units, self._attributes(embedding, provider, model, None, False), context
             )
@@ -314,8 +392,11 @@ class GenAIMetrics:
     ) -> None:
         base = {"gen_ai.provider.name": provider, "gen_ai.request.model": model}
         if line.status in CHARGED_STATUSES and line.amount is not None:
+            amount = float(line.amount)
+            if not self._measured(amount):
+                return
             self.cost.add(
-                float(line.amount),
+                amount,
                 {
                     **base,
                     "spanledger.cost.currency": line.currency or "",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
-import threading
 from typing import TextIO
 
+from spanledger import _forksafe
 from spanledger.events import (
     EmbeddingEvent,
     EmbeddingFailedEvent,
@@ -56,7 +56,7 @@ class ConsoleSink:
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream
-        self._lock = threading.Lock()
+        self._lock = _forksafe.lock(self, "_lock")
 
     def emit(self, event: Event) -> None:
         line = describe_event(event)

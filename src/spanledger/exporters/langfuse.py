@@ -10,9 +10,11 @@ an absent ``usage_details`` is "not reported", never "0 tokens".
 
 from __future__ import annotations
 
-import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from spanledger import _forksafe
 from spanledger.costs import CHARGED_STATUSES
 from spanledger.events import (
     AttributionRecord,
@@ -34,10 +36,14 @@ from spanledger.exporters._payload import (
 if TYPE_CHECKING:
     from langfuse import Langfuse
 
-    from spanledger.exporters.delivery import CountingSpanExporter, DeliveryStats
+    from spanledger.exporters.delivery import DeliveryStats
+    from spanledger.exporters.pipelines import LangfusePipeline
 
 __all__ = ["LangfuseExporter", "observation_fields"]
 _TRACES_KEPT = 10_000
+"""Request ids whose trace is remembered (for the attribution score); the oldest go first."""
+_DEFAULT_TIMEOUT = 5.0
+"""Seconds ``flush`` and ``shutdown`` wait when not told (the recorder tells them)."""
 
 
 def _observation_type(source: Event | CallStarted) -> str:
@@ -111,7 +117,8 @@ class LangfuseExporter:
 
     ``client`` defaults to ``langfuse.get_client()``. ``capture_payload=True`` sends inputs,
     the query and documents as the observation input and rerank results as its output (never
-    vectors), each as JSON text capped at ``payload_cap`` bytes.
+    vectors), each as JSON text capped at ``payload_cap`` bytes. ``pipeline`` is the counted
+    one ``spanledger.exporters.pipelines`` built for the client, if it did.
     """
 
     def __init__(
@@ -121,7 +128,7 @@ class LangfuseExporter:
         capture_payload: bool = False,
         payload_cap: int = DEFAULT_PAYLOAD_CAP,
         owns_client: bool = False,
-        delivery: CountingSpanExporter | None = None,
+        pipeline: LangfusePipeline | None = None,
     ) -> None:
         if payload_cap < MIN_PAYLOAD_CAP:
             raise ValueError(f"payload_cap must be at least {MIN_PAYLOAD_CAP} bytes")
@@ -133,10 +140,16 @@ class LangfuseExporter:
         self.capture_payload = capture_payload
         self.payload_cap = payload_cap
         self._owns_client = owns_client
-        self._delivery = delivery
+        self._pipeline = pipeline
         self._live: dict[str, Any] = {}
         self._traces: dict[str, str] = {}
-        self._lock = threading.Lock()
+        self._lock = _forksafe.lock(self, "_lock")
+        _forksafe.after_fork_in_child(self._forget_parent)
+
+    def _forget_parent(self) -> None:
+        """In a forked child: the parent's live calls and requests are not the child's."""
+        self._live.clear()
+        self._traces.clear()
 
     def _start(self, source: Event | CallStarted) -> Any:
         return self.client.start_observation(  # type: ignore[call-overload]
@@ -211,14 +224,41 @@ class LangfuseExporter:
 
     @property
     def delivery(self) -> DeliveryStats | None:
-        """Spans Langfuse accepted and lost, when this exporter's pipeline is counted."""
-        return self._delivery.stats if self._delivery is not None else None
+        """What became of the observations of a spanledger-built pipeline (``None``
+        otherwise): ``exported + failed + dropped + pending == produced``, in spans."""
+        return self._pipeline.stats if self._pipeline is not None else None
 
-    def flush(self) -> None:
-        self.client.flush()
+    def flush(self, timeout: float | None = None) -> None:
+        """Send what the client holds, waiting at most ``timeout`` seconds (default: the
+        pipeline's shutdown timeout, else 5)."""
+        deadline = self._deadline(timeout)
+        if self._pipeline is not None:
+            self._pipeline.flush(deadline)
+        else:
+            self._within(self.client.flush, deadline)
 
-    def shutdown(self) -> None:
-        """Flush; shut the client down too if this exporter owns it."""
-        self.client.flush()
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Flush within ``timeout`` seconds; what a spanledger-built pipeline could not
+        deliver by then is counted dropped. A client this exporter owns is shut down too; a
+        pipeline stays up for the next recorder on the same key (the SDK keeps one client per
+        key), and is closed at exit."""
+        deadline = self._deadline(timeout)
+        if self._pipeline is not None:
+            self._pipeline.drain(deadline)
+            return
+        self._within(self.client.flush, deadline)
         if self._owns_client:
-            self.client.shutdown()
+            self._within(self.client.shutdown, deadline)
+
+    def _deadline(self, timeout: float | None) -> float:
+        if timeout is None:
+            timeout = (
+                self._pipeline.shutdown_timeout if self._pipeline is not None else _DEFAULT_TIMEOUT
+            )
+        return time.monotonic() + timeout
+
+    @staticmethod
+    def _within(action: Callable[[], object], deadline: float) -> None:
+        from spanledger.exporters.pipelines import call_within
+
+        call_within(action, deadline - time.monotonic(), name="spanledger-langfuse-flush")

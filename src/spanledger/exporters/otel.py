@@ -12,7 +12,10 @@ Only the ``opentelemetry-api`` is needed here; the SDK and exporters are the app
 
 from __future__ import annotations
 
+import inspect
+import math
 import os
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -21,6 +24,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from spanledger import _forksafe
 from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine
 from spanledger.events import (
     AttributionRecord,
@@ -30,6 +34,7 @@ from spanledger.events import (
     RerankUsage,
 )
 from spanledger.exporters._otel_metrics import (
+    DEFAULT_LABEL_SETS,
     DURATION_BUCKETS,
     EMBEDDING_EVENTS,
     FAILED_EVENTS,
@@ -48,9 +53,11 @@ from spanledger.exporters._payload import (
 )
 
 if TYPE_CHECKING:
-    from spanledger.exporters.delivery import CountingSpanExporter, DeliveryStats
+    from spanledger.exporters.delivery import DeliveryStats
+    from spanledger.exporters.pipelines import OtelPipeline
 
 __all__ = [
+    "DEFAULT_LABEL_SETS",
     "DURATION_BUCKETS",
     "SHARE_BUCKETS",
     "TOKEN_BUCKETS",
@@ -60,6 +67,12 @@ __all__ = [
 ]
 
 _SCOPE = "spanledger"
+_OPENINGS_KEPT = 1024
+"""Distinct (operation, provider, model, server) span openings cached; others are built."""
+_DEFAULT_TIMEOUT = 5.0
+"""Seconds ``flush`` and ``shutdown`` wait when not told (the recorder tells them)."""
+_SDK_TIMEOUT_FLOOR = 0.1
+"""Seconds given to an SDK flush whose deadline is spent (it raises on zero); not waited for."""
 _PAYLOAD_ATTRIBUTES = {
     "inputs": "spanledger.embedding.inputs",
     "query": "spanledger.rerank.query",
@@ -84,6 +97,12 @@ _MICROSECOND = timedelta(microseconds=1)
 def _ns(moment: datetime) -> int:
     """Nanoseconds since the epoch, exact to the microsecond (no float rounding)."""
     return (moment - _EPOCH) // _MICROSECOND * 1000
+
+
+def _duration_ns(latency_ms: float) -> int:
+    """The span's length; a latency that is no finite duration gives an instant span."""
+    nanoseconds = latency_ms * 1_000_000
+    return int(nanoseconds) if math.isfinite(nanoseconds) and nanoseconds > 0 else 0
 
 
 _Opening = tuple[str, dict[str, Any]]
@@ -203,6 +222,11 @@ class OtelExporter:
     exporter never installs a provider. ``capture_payload=True`` adds inputs, query, documents,
     results and extras as JSON attributes of at most ``payload_cap`` bytes each (never vectors).
     ``semconv_latest`` defaults to ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``.
+    ``max_label_sets`` bounds the distinct (operation, provider, model) label sets the metrics
+    create; calls beyond it are recorded under the model ``_overflow`` and counted
+    (``label_overflows``, and the ``spanledger.metrics.label_overflow`` counter).
+    ``owned=True`` shuts the providers down with the exporter; ``pipeline`` is the one
+    ``spanledger.exporters.pipelines`` built for it (counted, bounded, fork-safe).
     """
 
     def __init__(
@@ -214,30 +238,62 @@ class OtelExporter:
         payload_cap: int = DEFAULT_PAYLOAD_CAP,
         enable_metrics: bool = True,
         semconv_latest: bool | None = None,
+        max_label_sets: int = DEFAULT_LABEL_SETS,
         owned: bool = False,
-        delivery: CountingSpanExporter | None = None,
-        on_shutdown: Callable[[], object] | None = None,
+        pipeline: OtelPipeline | None = None,
     ) -> None:
         if payload_cap < MIN_PAYLOAD_CAP:
             raise ValueError(f"payload_cap must be at least {MIN_PAYLOAD_CAP} bytes")
-        from spanledger import __version__
-
+        if isinstance(max_label_sets, bool) or not isinstance(max_label_sets, int):
+            raise ValueError("max_label_sets must be a whole number")
+        if max_label_sets < 1:
+            raise ValueError("max_label_sets must be at least 1")
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-        self._tracer = provider.get_tracer(_SCOPE, __version__)
+        self._tracer = provider.get_tracer(_SCOPE, _version())
         self._providers: list[object] = [provider]
+        self._latest = latest_semconv_requested() if semconv_latest is None else semconv_latest
+        self.max_label_sets = max_label_sets
         self._metrics: GenAIMetrics | None = None
         if enable_metrics:
             meters = meter_provider if meter_provider is not None else metrics.get_meter_provider()
-            latest = latest_semconv_requested() if semconv_latest is None else semconv_latest
-            self._metrics = metrics_for(meters.get_meter(_SCOPE, __version__), latest=latest)
-            self._providers.append(meters)
-        self._owned = owned
-        self._delivery = delivery
-        self._on_shutdown = on_shutdown
+            self._use_meter_provider(meters)
+        self._owned = owned or pipeline is not None
+        self._pipeline = pipeline
         self.capture_payload = capture_payload
         self.payload_cap = payload_cap
         self._live: dict[str, tuple[Span, object]] = {}
         self._openings: dict[tuple[str, str, str, str | None, int | None], _Opening] = {}
+        self._metrics_in_child = False
+        self._renew_lock = _forksafe.lock(self, "_renew_lock")
+        _forksafe.after_fork_in_child(self._forget_parent)
+
+    def _use_meter_provider(self, meters: metrics.MeterProvider) -> None:
+        self._metrics = metrics_for(
+            meters.get_meter(_SCOPE, _version()),
+            latest=self._latest,
+            label_sets=self.max_label_sets,
+        )
+        self._providers[1:] = [meters]
+
+    def _forget_parent(self) -> None:
+        """In a forked child: the parent's live calls are not the child's; an owned pipeline's
+        metrics start again, on the child's first call, on a meter provider of its own (built
+        then, not here: the SDK renews its locks in fork handlers that run after this one)."""
+        self._live.clear()
+        if self._pipeline is not None and self._metrics is not None:
+            self._metrics = None
+            del self._providers[1:]
+            self._metrics_in_child = True
+
+    def _child_metrics(self) -> GenAIMetrics | None:
+        """An owned pipeline's metrics in a forked child, made on first use."""
+        with self._renew_lock:
+            if self._metrics_in_child and self._pipeline is not None:
+                self._metrics_in_child = False
+                fresh = self._pipeline.meter_provider_in_child()
+                if fresh is not None:
+                    self._use_meter_provider(fresh)
+            return self._metrics
 
     def call_started(self, started: CallStarted) -> None:
         """Open the call's span and make it current for the rest of the call."""
@@ -251,7 +307,7 @@ class OtelExporter:
         opening = self._openings.get(key)
         if opening is None:
             opening = _opening(*key)
-            if len(self._openings) < 10_000:
+            if len(self._openings) < _OPENINGS_KEPT:
                 self._openings[key] = opening
         span = self._tracer.start_span(
             opening[0],
@@ -275,13 +331,16 @@ class OtelExporter:
                 kind=SpanKind.CLIENT,
                 start_time=_ns(event.started_at),
             )
-            end_time = _ns(event.started_at) + int(event.latency_ms * 1_000_000)
+            end_time = _ns(event.started_at) + _duration_ns(event.latency_ms)
         try:
             self._render(span, event, with_identity=live is None)
         finally:
             span.end(end_time=end_time)
-        if self._metrics is not None:
-            self._metrics.take(event, span.get_span_context())
+        metrics = self._metrics
+        if metrics is None and self._metrics_in_child:
+            metrics = self._child_metrics()
+        if metrics is not None:
+            metrics.take(event, span.get_span_context())
 
     def _render(self, span: Span, event: Event, *, with_identity: bool) -> None:
         """Attributes, opt-in payload, and on failure the error status and exception event
@@ -308,39 +367,98 @@ class OtelExporter:
         span = trace.get_current_span()
         if span.is_recording():
             span.set_attributes(attribution_attributes(record))
-        if self._metrics is not None and record.cited_token_share is not None:
-            self._metrics.cited_share.record(record.cited_token_share)
+        metrics = self._metrics
+        if metrics is None and self._metrics_in_child:
+            metrics = self._child_metrics()
+        if metrics is not None and record.cited_token_share is not None:
+            metrics.cited_share.record(record.cited_token_share)
 
     @property
     def delivery(self) -> DeliveryStats | None:
-        """Spans the backend accepted and lost, when this exporter's pipeline is counted."""
-        return self._delivery.stats if self._delivery is not None else None
+        """What became of the spans of a spanledger-owned pipeline (``None`` otherwise):
+        ``exported + failed + dropped + pending == produced``, in spans."""
+        return self._pipeline.span_delivery if self._pipeline is not None else None
+
+    @property
+    def metric_delivery(self) -> DeliveryStats | None:
+        """The same for OTLP metrics of a spanledger-owned pipeline, in data points (one per
+        instrument and label set in each export)."""
+        return self._pipeline.metric_delivery if self._pipeline is not None else None
 
     @property
     def pending_metrics(self) -> int:
         """Calls whose metrics wait for the next collection or flush."""
         return self._metrics.pending if self._metrics is not None else 0
 
-    def flush(self) -> None:
-        """Record queued metrics, then push queued spans and metrics out through the providers
-        that support it."""
-        if self._metrics is not None:
-            self._metrics.drain()
-        for provider in self._providers:
-            force_flush = getattr(provider, "force_flush", None)
-            if callable(force_flush):
-                force_flush()
+    @property
+    def metric_failures(self) -> int:
+        """Figures that never reached an instrument: out of range (beyond signed 64-bit, not
+        finite, a counter total that would overflow) or refused by the SDK."""
+        return self._metrics.failures if self._metrics is not None else 0
 
-    def shutdown(self) -> None:
-        """Flush; shut the providers down too if this exporter created them."""
-        if not self._owned:
-            self.flush()
-            return
+    @property
+    def label_overflows(self) -> int:
+        """Calls recorded under the overflow model label, beyond ``max_label_sets``."""
+        return self._metrics.overflows if self._metrics is not None else 0
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Record queued metrics, then push queued spans and metrics out, waiting at most
+        ``timeout`` seconds (default 5) however the backends behave."""
+        deadline = time.monotonic() + (_DEFAULT_TIMEOUT if timeout is None else timeout)
         if self._metrics is not None:
             self._metrics.drain()
+        if self._pipeline is not None:
+            self._pipeline.flush(deadline)
+            return
         for provider in self._providers:
-            stop = getattr(provider, "shutdown", None)
-            if callable(stop):
-                stop()
-        if self._on_shutdown is not None:
-            self._on_shutdown()
+            _call_provider(provider, "force_flush", deadline)
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Flush; shut the providers down too if this exporter owns them. At most ``timeout``
+        seconds (default: the pipeline's shutdown timeout, else 5); what an owned pipeline
+        could not deliver by then is counted dropped."""
+        if self._pipeline is not None:
+            default = self._pipeline.shutdown_timeout
+        else:
+            default = _DEFAULT_TIMEOUT
+        deadline = time.monotonic() + (default if timeout is None else timeout)
+        if self._metrics is not None:
+            self._metrics.drain()
+        if self._pipeline is not None:
+            self._pipeline.shutdown(deadline)
+            return
+        stage = "shutdown" if self._owned else "force_flush"
+        for provider in self._providers:
+            _call_provider(provider, stage, deadline)
+
+
+def _version() -> str:
+    from spanledger import __version__
+
+    return __version__
+
+
+def _call_provider(provider: object, stage: str, deadline: float) -> None:
+    """Call ``provider.<stage>()`` (with the time left, when it takes a timeout) on a helper
+    thread, waiting no later than ``deadline``: an SDK flush does not bound itself."""
+    from spanledger.exporters.pipelines import call_within
+
+    method = getattr(provider, stage, None)
+    if not callable(method):
+        return
+    remaining = max(0.0, deadline - time.monotonic())
+    if _takes_timeout_millis(method):
+        granted = max(remaining, _SDK_TIMEOUT_FLOOR) * 1000  # the SDK refuses a spent one
+
+        def action() -> object:
+            return method(timeout_millis=granted)
+    else:
+        action = method
+    call_within(action, remaining, name=f"spanledger-{stage.replace('_', '-')}")
+
+
+def _takes_timeout_millis(method: Callable[..., object]) -> bool:
+    try:
+        return "timeout_millis" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False

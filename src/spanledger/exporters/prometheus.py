@@ -3,10 +3,16 @@
 A private registry and meter provider: nothing is registered globally, so the endpoint shows
 spanledger's instruments only. Pass ``endpoint.meter_provider`` to ``OtelExporter`` (or let
 ``spanledger.configure(prometheus_port=...)`` do it).
+
+The endpoint serves the process that opened it. A forked child inherits the listening socket
+but not the serving thread: it serves nothing, and closing the endpoint there only releases the
+child's copy of the socket (the parent keeps serving). Configure again in the child, on a port
+of its own, to serve its metrics.
 """
 
 from __future__ import annotations
 
+import os
 from types import TracebackType
 from typing import Self
 
@@ -14,6 +20,8 @@ from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry, start_http_server
+
+from spanledger import _forksafe
 
 __all__ = ["PrometheusEndpoint"]
 
@@ -33,7 +41,14 @@ class PrometheusEndpoint:
         self._resource = resource
         self._meter_provider: MeterProvider | None = None
         self._server, self._thread = start_http_server(port, addr, registry=self.registry)
+        self._serving_pid: int | None = os.getpid()
         self.addr = addr
+        _forksafe.after_fork_in_child(self._forget_server)
+
+    def _forget_server(self) -> None:
+        """In a forked child: the serving thread is the parent's (stopping it from here would
+        wait for it forever)."""
+        self._serving_pid = None
 
     @property
     def meter_provider(self) -> MeterProvider:
@@ -52,13 +67,15 @@ class PrometheusEndpoint:
     def url(self) -> str:
         return f"http://{self.addr}:{self.port}/metrics"
 
-    def close(self) -> None:
-        """Stop serving and release the meter provider."""
-        self._server.shutdown()
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop serving (waiting at most ``timeout`` seconds) and release the meter provider."""
+        if self._serving_pid == os.getpid():
+            self._serving_pid = None
+            self._server.shutdown()
+            self._thread.join(timeout=timeout)
         self._server.server_close()
-        self._thread.join(timeout=5)
         if self._meter_provider is not None:
-            self._meter_provider.shutdown()
+            self._meter_provider.shutdown(timeout_millis=timeout * 1000)
 
     def __enter__(self) -> Self:
         return self
