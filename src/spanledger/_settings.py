@@ -28,6 +28,7 @@ __all__ = [
     "from_env",
     "headers",
     "host",
+    "milliseconds",
     "otlp_metrics_wanted",
     "pick",
     "port",
@@ -142,23 +143,42 @@ def host(value: Value) -> str:
     return text
 
 
+def _positive_number(raw: object, ceiling: float = math.inf) -> float | None:
+    """A finite number above 0 and at most ``ceiling``, from text or a number; else ``None``."""
+    number: float | None = None
+    if isinstance(raw, str):
+        try:
+            number = float(raw.strip())
+        except ValueError:
+            return None
+    elif isinstance(raw, int | float) and not isinstance(raw, bool):
+        number = float(raw)
+    if number is None or not math.isfinite(number) or not 0 < number <= ceiling:
+        return None
+    return number
+
+
 def seconds(value: Value) -> float:
     """A number of seconds, greater than 0 and at most ``MAX_SHUTDOWN_TIMEOUT``."""
     raw = value.raw
-    seconds: float | None = None
-    if isinstance(raw, str):
-        try:
-            seconds = float(raw.strip())
-        except ValueError:
-            seconds = None
-    elif isinstance(raw, int | float) and not isinstance(raw, bool):
-        seconds = float(raw)
-    if seconds is None or not math.isfinite(seconds) or not 0 < seconds <= MAX_SHUTDOWN_TIMEOUT:
+    seconds = _positive_number(raw, MAX_SHUTDOWN_TIMEOUT)
+    if seconds is None:
         raise ConfigurationError(
             f"{value.source} must be a number of seconds greater than 0 and at most "
             f"{MAX_SHUTDOWN_TIMEOUT:g}, not {brief_repr(raw)}"
         )
     return seconds
+
+
+def milliseconds(value: Value) -> float:
+    """A positive, finite number of milliseconds (an OTel SDK interval), in seconds."""
+    raw = value.raw
+    number = _positive_number(raw)
+    if number is None:
+        raise ConfigurationError(
+            f"{value.source} must be a positive number of milliseconds, not {brief_repr(raw)}"
+        )
+    return number / 1000
 
 
 def flag(value: Value) -> bool:

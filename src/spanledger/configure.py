@@ -170,7 +170,14 @@ def _otlp_setting(argument: object, env: Mapping[str, str]) -> OtlpSettings | No
         metrics_endpoint=metrics,
         traces_headers=_otlp_headers(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS"),
         metrics_headers=_otlp_headers(env, "OTEL_EXPORTER_OTLP_METRICS_HEADERS"),
+        metric_interval=_metric_interval(env),
     )
+
+
+def _metric_interval(env: Mapping[str, str]) -> float:
+    """``OTEL_METRIC_EXPORT_INTERVAL`` (milliseconds, as the OTel SDK reads it), else 60 s."""
+    value = settings.from_env(env, "OTEL_METRIC_EXPORT_INTERVAL")
+    return settings.milliseconds(value) if value is not None else 60.0
 
 
 def _otlp_headers(env: Mapping[str, str], specific: str) -> dict[str, str] | None:

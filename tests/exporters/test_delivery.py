@@ -15,12 +15,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
-from spanledger.exporters.delivery import (
-    CountingMetricReader,
-    CountingSpanProcessor,
-    DeliveryStats,
-)
-from spanledger.exporters.pipelines import call_within
+from spanledger.exporters._lifecycle import call_within
+from spanledger.exporters._metric_delivery import CountingMetricReader
+from spanledger.exporters._span_delivery import CountingSpanProcessor
+from spanledger.exporters.delivery import DeliveryStats
 
 SECRET = "SENTINEL-payload-in-an-exception"
 

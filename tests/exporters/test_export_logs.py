@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from spanledger.exporters.pipelines import EXPORT_THREAD_PREFIX, route_export_logs
+from spanledger.exporters._export_logs import EXPORT_THREAD_PREFIX, route_export_logs
 
 SDK_LOGGER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
 RETRY = (

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
 
 from spanledger.ledger import Ledger, Totals, pricing
+from tests.forking import fork, outcome, timed
 
 from .conftest import embedding_event, table
 
@@ -22,23 +22,7 @@ CHILD_DEADLINE = 3.0
 
 def in_child_within_deadline(work: Callable[[], object]) -> bool:
     """Fork; the child runs ``work``. True when the child finished it, in time, without error."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
-        try:
-            work()
-            code = 0
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + CHILD_DEADLINE
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status) == 0
-        time.sleep(0.01)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    return False
+    return outcome(fork(timed(CHILD_DEADLINE, work))) == 0
 
 
 def held_while_forking(lock: threading.Lock, work: Callable[[], object]) -> bool:

@@ -447,3 +447,28 @@ def test_the_price_table_is_loaded_once_before_the_recorder_is_built(tmp_path: P
     ledger = recorder.ledger
     assert ledger is not None
     assert isinstance(getattr(ledger, "prices", None), PriceTable)
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "nan", "inf"])
+def test_a_metric_export_interval_that_is_not_a_positive_number_names_the_variable(
+    builds: Builds, value: str
+) -> None:
+    message = refused(
+        environ={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+            "OTEL_METRIC_EXPORT_INTERVAL": value,
+        }
+    )
+    assert message.startswith("OTEL_METRIC_EXPORT_INTERVAL must be a positive number of")
+
+
+def test_the_metric_export_interval_is_read_from_the_given_environment(builds: Builds) -> None:
+    spanledger.configure(
+        install=False,
+        environ={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+            "OTEL_METRIC_EXPORT_INTERVAL": "2500",
+        },
+    )
+    (sink,) = builds.otel
+    assert sink.settings["otlp"].metric_interval == 2.5

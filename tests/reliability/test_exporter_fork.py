@@ -11,12 +11,11 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import partial
 
@@ -29,6 +28,7 @@ from spanledger.exporters.otel import OtelExporter
 from spanledger.exporters.pipelines import OtlpSettings, langfuse_pipeline, otel_pipeline
 from spanledger.exporters.prometheus import PrometheusEndpoint
 from tests.exporters.conftest import unique_public_key
+from tests.forking import fork, outcome
 
 from ._exporter_receiver import OtlpSink, Received
 
@@ -39,13 +39,11 @@ THREADS = 4
 CHILD_CALLS = 5
 RECORD_LIMIT = 3.0
 """Seconds within which a forked child must have recorded all its calls."""
-CHILD_LIMIT = 15.0
-"""Seconds the parent waits for a child before calling it hung (and killing it)."""
 DURATION = "gen_ai.client.operation.duration"
 LANGFUSE_CALL_ID = "langfuse.observation.metadata.spanledger_call_id"
 
 # exit codes a child reports its findings with
-OK, SLOW, OTEL_UNDELIVERED, LANGFUSE_UNDELIVERED, METRICS_UNDELIVERED, RAISED = range(6)
+OK, SLOW, OTEL_UNDELIVERED, LANGFUSE_UNDELIVERED, METRICS_UNDELIVERED = range(5)
 
 
 def record(recorder: Recorder, call_id: str) -> None:
@@ -118,31 +116,6 @@ def child_work(pipelines: Pipelines, trial: int, forked_at: float) -> int:
     if metrics is None or metrics.exported == 0 or not metrics.balanced or metrics.failed:
         return METRICS_UNDELIVERED
     return OK
-
-
-def fork(work: Callable[[], int]) -> int:
-    """Run ``work`` in a forked child that leaves with its result as exit code."""
-    pid = os.fork()
-    if pid == 0:
-        code = RAISED
-        try:
-            code = work()
-        finally:
-            os._exit(code)
-    return pid
-
-
-def outcome(pid: int, limit: float = CHILD_LIMIT) -> int | None:
-    """The child's exit code, or ``None`` if it hung (it is killed then)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.01)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return None
 
 
 def recording(recorded: list[int], more: int, limit: float = 5.0) -> bool:

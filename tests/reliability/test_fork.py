@@ -4,7 +4,6 @@ calls within seconds, and never writes the parent's events; a shared log stays r
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,13 +13,17 @@ from pathlib import Path
 import httpx
 import pytest
 
+import spanledger
 from spanledger import EmbeddingEvent, JsonlSink, Recorder, read_events
 from spanledger.providers import CohereEmbeddings
+from tests.forking import fork, outcome, timed
 
 TRIALS = 20
 THREADS = 4
-CHILD_DEADLINE = 3.0
+RECORD_LIMIT = 3.0
+"""Seconds within which a forked child must have recorded its calls."""
 CHILD_EVENTS = 5
+BURST = 10
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -47,32 +50,6 @@ def cohere_answer(request: httpx.Request) -> httpx.Response:
     )
 
 
-def run_child(work: Callable[[], None]) -> int:
-    """Fork; the child runs ``work`` and exits 0 (1 if it raised). Returns the child's pid."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
-        try:
-            work()
-            code = 0
-        finally:
-            os._exit(code)
-    return pid
-
-
-def wait_bounded(pid: int, deadline: float) -> int | None:
-    """The child's exit status, or ``None`` (after killing it) if it outlived the deadline."""
-    ends = time.monotonic() + deadline
-    while time.monotonic() < ends:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.01)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return None
-
-
 @pytest.fixture
 def busy_recorder(tmp_path: Path) -> Iterator[tuple[Recorder, Path]]:
     """A recorder writing a JSONL log, kept busy by four threads for the whole test."""
@@ -82,8 +59,10 @@ def busy_recorder(tmp_path: Path) -> Iterator[tuple[Recorder, Path]]:
     counter = iter(range(10**9))
 
     def record() -> None:
-        while not stop.is_set():
-            recorder.emit(event(f"parent-{next(counter)}"))
+        while not stop.is_set():  # bursts: busy in the sink at most forks, a log of bounded size
+            for _ in range(BURST):
+                recorder.emit(event(f"parent-{next(counter)}"))
+            time.sleep(0.005)
 
     threads = [threading.Thread(target=record, daemon=True) for _ in range(THREADS)]
     for thread in threads:
@@ -109,7 +88,7 @@ def test_children_forked_while_threads_record_never_hang_nor_repeat(
             for i in range(CHILD_EVENTS):
                 recorder.emit(event(f"child-{trial}-{i}"))
 
-        status = wait_bounded(run_child(child_work), CHILD_DEADLINE)
+        status = outcome(fork(timed(RECORD_LIMIT, child_work)))
         if status != 0:
             late.append(trial)
     assert late == [], f"children that hung or failed: {late}"
@@ -122,13 +101,55 @@ def test_children_forked_while_threads_record_never_hang_nor_repeat(
     assert children == {f"child-{t}-{i}" for t in range(TRIALS) for i in range(CHILD_EVENTS)}
 
 
+def held_while_forking(lock: object, work: Callable[[], object]) -> int | None:
+    """Fork while another thread holds ``lock``; the child's outcome of ``work``."""
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:  # type: ignore[attr-defined]
+            taken.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert taken.wait(5)
+    try:
+        return outcome(fork(timed(RECORD_LIMIT, work)))
+    finally:
+        release.set()
+        holder.join()
+
+
+def test_a_child_forked_while_a_thread_holds_the_log_or_recorder_lock_records(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.jsonl"
+    sink = JsonlSink(path)
+    recorder = Recorder([sink])
+    with spanledger.request("turn") as scope:
+        for lock, name in (
+            (sink._lock, "log"),
+            (recorder._lock, "recorder"),
+            (scope._lock, "scope"),
+        ):
+
+            def work(name: str = name) -> None:
+                recorder.emit(event(f"child-{name}"))
+                assert recorder.stats["0:JsonlSink"].delivered >= 1
+
+            assert held_while_forking(lock, work) == 0, name
+    recorder.shutdown()
+    ids = {e.call_id for e in read_events(path).events}
+    assert ids == {"child-log", "child-recorder", "child-scope"}
+
+
 def test_an_idle_fork_writes_nothing_of_the_parents(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     recorder = Recorder([JsonlSink(path)])
     for i in range(10):
         recorder.emit(event(f"parent-{i}"))
 
-    status = wait_bounded(run_child(lambda: recorder.shutdown()), CHILD_DEADLINE)
+    status = outcome(fork(timed(RECORD_LIMIT, recorder.shutdown)))
     assert status == 0
     recorder.shutdown()
     ids = [e.call_id for e in read_events(path).events]
@@ -139,7 +160,7 @@ def test_a_child_that_ends_with_os_exit_keeps_its_events(tmp_path: Path) -> None
     """Multiprocessing and Celery children end with ``os._exit``: no exit hook runs there."""
     path = tmp_path / "events.jsonl"
     recorder = Recorder([JsonlSink(path)])
-    status = wait_bounded(run_child(lambda: recorder.emit(event("child-only"))), CHILD_DEADLINE)
+    status = outcome(fork(timed(RECORD_LIMIT, lambda: recorder.emit(event("child-only")))))
     assert status == 0
     recorder.shutdown()
     assert [e.call_id for e in read_events(path).events] == ["child-only"]
@@ -165,7 +186,7 @@ def test_a_provider_call_in_a_child_forked_mid_call_completes(tmp_path: Path) ->
     try:
         for _ in range(5):
             time.sleep(0.005)
-            assert wait_bounded(run_child(call_once), CHILD_DEADLINE) == 0
+            assert outcome(fork(timed(RECORD_LIMIT, call_once))) == 0
     finally:
         stop.set()
         for thread in threads:
@@ -185,7 +206,7 @@ def test_an_owned_http_client_is_not_shared_with_a_child() -> None:
     def report() -> None:
         os.write(write, b"same" if embedder._sync_client() is parents else b"fresh")
 
-    status = wait_bounded(run_child(report), CHILD_DEADLINE)
+    status = outcome(fork(report))
     os.close(write)
     answer = os.read(read, 16)
     os.close(read)
@@ -206,9 +227,9 @@ def test_processes_appending_to_one_log_never_interleave_lines(tmp_path: Path) -
 
         return work
 
-    pids = [run_child(write_many(f"worker{n}")) for n in range(4)]
+    pids = [fork(write_many(f"worker{n}")) for n in range(4)]
     write_many("parent")()
-    assert [wait_bounded(pid, 20.0) for pid in pids] == [0, 0, 0, 0]
+    assert [outcome(pid) for pid in pids] == [0, 0, 0, 0]
     recorder.shutdown()
     log = read_events(path)
     assert log.problems == []

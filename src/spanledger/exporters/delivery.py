@@ -10,11 +10,11 @@ four states, and ``DeliveryStats`` always balances::
 flight when the pipeline shut down); *pending*: queued or in flight now. After a shutdown
 nothing is pending.
 
-The export runs on a worker thread of spanledger's own (named ``spanledger-export-…``), behind
-a bounded queue, so a call never waits for a backend; flushing and shutting down wait at most
-until a deadline, then write off what is left as dropped. A forked child starts with an empty
-queue, zero counts and no worker (one starts when the child first queues something): it never
-exports its parent's data.
+``ExportQueue`` keeps that account: the export runs on a worker thread of spanledger's own
+(named ``spanledger-export-…``), behind a bounded queue, so a call never waits for a backend;
+flushing and shutting down wait at most until a deadline, then write off what is left as
+dropped. A forked child starts with an empty queue, zero counts and no worker (one starts when
+the child first queues something): it never exports its parent's data.
 """
 
 from __future__ import annotations
@@ -25,29 +25,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import structlog
-from opentelemetry.context import Context
-from opentelemetry.sdk.metrics.export import (
-    MetricExporter,
-    MetricExportResult,
-    MetricReader,
-    MetricsData,
-)
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from spanledger import _forksafe
-from spanledger.exporters.pipelines import EXPORT_THREAD_PREFIX
+from spanledger.exporters._export_logs import EXPORT_THREAD_PREFIX
 
-__all__ = [
-    "CountingMetricReader",
-    "CountingSpanProcessor",
-    "DeliveryStats",
-    "QueueHandOff",
-    "SpanTally",
-]
+__all__ = ["DeliveryStats", "ExportQueue", "deadline_in"]
 
 _log = structlog.get_logger("spanledger.exporters")
 
@@ -87,7 +72,7 @@ _LAST_WORDS = 0.5
 worker logs as the exporter lets go is written before ``close`` returns."""
 
 
-class _ExportQueue(Generic[T]):
+class ExportQueue(Generic[T]):
     """A bounded queue, the worker thread that exports from it, and the fate of every item.
 
     Putting an item takes no lock unless the queue is full or no worker runs yet. The worker
@@ -349,216 +334,6 @@ class _ExportQueue(Generic[T]):
             )
 
 
-def _deadline_in(timeout_millis: float | None, default: float) -> float:
+def deadline_in(timeout_millis: float | None, default: float) -> float:
     seconds = default if timeout_millis is None else max(0.0, timeout_millis / 1000)
     return time.monotonic() + seconds
-
-
-class CountingSpanProcessor(_ExportQueue[ReadableSpan], SpanProcessor):
-    """A batch span processor that counts every span: spanledger's replacement for the SDK's
-    ``BatchSpanProcessor``, which drops on a full queue and at shutdown without counting.
-
-    ``make_exporter`` builds the span exporter (again in a forked child, whose copy of the
-    parent's would share its connections).
-    """
-
-    def __init__(
-        self,
-        make_exporter: Callable[[], SpanExporter],
-        *,
-        backend: str,
-        max_queue_size: int = 2048,
-        max_batch_size: int = 512,
-        schedule_delay: float = 1.0,
-        shutdown_timeout: float = 5.0,
-    ) -> None:
-        self._make_exporter = make_exporter
-        self._exporter: SpanExporter | None = make_exporter()
-        self._shutdown_timeout = shutdown_timeout
-        super().__init__(
-            backend=backend,
-            unit="spans",
-            name=f"spans-{backend}",
-            max_queue=max_queue_size,
-            max_batch=max_batch_size,
-            interval=schedule_delay,
-        )
-
-    def _renew_in_child(self) -> None:
-        self._exporter = None
-
-    def _send(self, batch: list[ReadableSpan]) -> str | None:
-        exporter = self._exporter
-        if exporter is None:
-            exporter = self._exporter = self._make_exporter()
-        result = exporter.export(batch)
-        return None if result is SpanExportResult.SUCCESS else "export_failed"
-
-    def _after_close(self) -> None:
-        if self._exporter is not None:
-            self._exporter.shutdown()
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Nothing to do when a span starts."""
-
-    def on_end(self, span: ReadableSpan) -> None:
-        """Queue a sampled span for export (the call path: no lock, no I/O)."""
-        context = span.context
-        if context is not None and context.trace_flags.sampled:
-            self.put(span)
-
-    def shutdown(self) -> None:
-        """Close within the processor's shutdown timeout (the SDK passes none)."""
-        self.close(time.monotonic() + self._shutdown_timeout)
-
-    def force_flush(self, timeout_millis: int | None = None) -> bool:
-        return self.flush(_deadline_in(timeout_millis, self._shutdown_timeout))
-
-
-class SpanTally(SpanProcessor):
-    """Counts the sampled spans ended on a tracer provider: what a batch processor of someone
-    else's (the langfuse SDK's) was given, so that what it loses still shows."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = _forksafe.lock(self, "_lock")
-        _forksafe.after_fork_in_child(self._forget_parent)
-
-    def _forget_parent(self) -> None:
-        self.count = 0
-
-    def on_end(self, span: ReadableSpan) -> None:
-        context = span.context
-        if context is not None and context.trace_flags.sampled:
-            with self._lock:
-                self.count += 1
-
-
-class QueueHandOff(SpanExporter):
-    """A span exporter that moves each batch into a ``CountingSpanProcessor``'s queue at once:
-    given to an SDK's own batch processor, it never keeps that processor waiting on the
-    backend (the counting queue exports, counts, and is closed by its owner)."""
-
-    def __init__(self, spans: CountingSpanProcessor) -> None:
-        self._spans = spans
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self._spans.put_all(spans)
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        """The counting queue is closed by its owner, within its deadline."""
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
-
-
-def _data_points(data: MetricsData) -> int:
-    return sum(
-        len(metric.data.data_points)
-        for resource_metrics in data.resource_metrics
-        for scope_metrics in resource_metrics.scope_metrics
-        for metric in scope_metrics.metrics
-    )
-
-
-class _MetricQueue(_ExportQueue[MetricsData]):
-    """Collections waiting for export; a forked child's copy is closed (its meter provider
-    holds the parent's aggregations, which the child must not export)."""
-
-    def __init__(
-        self,
-        exporter: MetricExporter,
-        *,
-        backend: str,
-        interval: float,
-        collect: Callable[[], None],
-    ) -> None:
-        self._exporter = exporter
-        self._collect = collect
-        super().__init__(
-            backend=backend,
-            unit="data points",
-            name=f"metrics-{backend}",
-            max_queue=4,
-            max_batch=1,
-            interval=interval,
-            survives_fork=False,
-        )
-
-    def _weight(self, items: Sequence[MetricsData]) -> int:
-        return sum(_data_points(data) for data in items)
-
-    def _send(self, batch: list[MetricsData]) -> str | None:
-        (data,) = batch
-        result = self._exporter.export(data)
-        return None if result is MetricExportResult.SUCCESS else "export_failed"
-
-    def _on_tick(self) -> None:
-        self._collect()
-
-    def _after_close(self) -> None:
-        self._exporter.shutdown()
-
-
-class CountingMetricReader(MetricReader):
-    """A periodic metric reader that counts every data point it collects: exported, failed,
-    or dropped (a collection still queued or in flight at shutdown).
-
-    Collections run every ``interval`` seconds on spanledger's export thread, and on a flush
-    or shutdown in the caller's thread; exports always run on the export thread.
-    """
-
-    def __init__(
-        self,
-        exporter: MetricExporter,
-        *,
-        backend: str = "otlp",
-        interval: float = 60.0,
-        shutdown_timeout: float = 5.0,
-    ) -> None:
-        super().__init__(
-            preferred_temporality=getattr(exporter, "_preferred_temporality", None),
-            preferred_aggregation=getattr(exporter, "_preferred_aggregation", None),
-        )
-        self._shutdown_timeout = shutdown_timeout
-        self._exports = _MetricQueue(
-            exporter, backend=backend, interval=interval, collect=self.collect
-        )
-        self._exports._start_worker()  # periodic: runs even before anything is queued
-
-    def _receive_metrics(
-        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
-    ) -> None:
-        if not self._exports.closed:
-            self._exports.put(metrics_data)
-
-    @property
-    def stats(self) -> DeliveryStats:
-        return self._exports.stats
-
-    def flush(self, deadline: float) -> bool:
-        """Collect now and wait (until ``deadline``) for the collection to be exported."""
-        if self._exports.closed:
-            return False
-        self.collect()
-        return self.wait(deadline)
-
-    def wait(self, deadline: float) -> bool:
-        """Wait (until ``deadline``) for the collections queued now to be exported."""
-        return self._exports.flush(deadline)
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return self.flush(_deadline_in(timeout_millis, self._shutdown_timeout))
-
-    def close(self, deadline: float, *, collected: bool = False) -> None:
-        """A last collection (unless the caller just ``collected``), exported until
-        ``deadline``; the rest is written off."""
-        if self._exports.closed:
-            return
-        if not collected:
-            self.collect()
-        self._exports.close(deadline)
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        self.close(_deadline_in(timeout_millis, self._shutdown_timeout))

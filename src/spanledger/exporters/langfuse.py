@@ -259,6 +259,6 @@ class LangfuseExporter:
 
     @staticmethod
     def _within(action: Callable[[], object], deadline: float) -> None:
-        from spanledger.exporters.pipelines import call_within
+        from spanledger.exporters._lifecycle import call_within
 
         call_within(action, deadline - time.monotonic(), name="spanledger-langfuse-flush")

@@ -441,7 +441,7 @@ def _version() -> str:
 def _call_provider(provider: object, stage: str, deadline: float) -> None:
     """Call ``provider.<stage>()`` (with the time left, when it takes a timeout) on a helper
     thread, waiting no later than ``deadline``: an SDK flush does not bound itself."""
-    from spanledger.exporters.pipelines import call_within
+    from spanledger.exporters._lifecycle import call_within
 
     method = getattr(provider, stage, None)
     if not callable(method):
