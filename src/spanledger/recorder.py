@@ -36,6 +36,7 @@ __all__ = [
     "RequestScope",
     "Sink",
     "SinkStats",
+    "checked_timeout",
     "current_request",
     "get_recorder",
     "request",
@@ -74,6 +75,19 @@ class SinkStats:
     delivered: int = 0
     failed: int = 0
     failures_by_type: dict[str, int] = field(default_factory=dict)
+
+
+def checked_timeout(shutdown_timeout: object) -> float:
+    """A shutdown timeout as seconds: a positive, finite number, else a ``ConfigurationError``."""
+    if (
+        isinstance(shutdown_timeout, bool)
+        or not isinstance(shutdown_timeout, int | float)
+        or not 0 < shutdown_timeout < float("inf")
+    ):
+        raise ConfigurationError(
+            f"shutdown_timeout must be a positive number of seconds, not {shutdown_timeout!r}"
+        )
+    return float(shutdown_timeout)
 
 
 def _takes_timeout(method: Callable[..., object] | None) -> bool:
@@ -142,15 +156,7 @@ class Recorder:
         prices: Pricer | PriceTable | str | PathLike[str] | None = None,
         shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
     ) -> None:
-        if (
-            isinstance(shutdown_timeout, bool)
-            or not isinstance(shutdown_timeout, int | float)
-            or not 0 < shutdown_timeout < float("inf")
-        ):
-            raise ConfigurationError(
-                f"shutdown_timeout must be a positive number of seconds, not {shutdown_timeout!r}"
-            )
-        self.shutdown_timeout = float(shutdown_timeout)
+        self.shutdown_timeout = checked_timeout(shutdown_timeout)
         self._slots = tuple(_SinkSlot(sink, i) for i, sink in enumerate(sinks))
         self._starters = tuple((slot, slot.start) for slot in self._slots if slot.start is not None)
         starting = {id(slot) for slot, _ in self._starters}

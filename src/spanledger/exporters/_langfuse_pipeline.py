@@ -18,12 +18,12 @@ from spanledger.exporters._export_logs import (
 from spanledger.exporters._lifecycle import (
     DEFAULT_SHUTDOWN_TIMEOUT,
     call_within,
-    check_timeout,
     closed_at_exit,
     missing_extra,
     remaining,
     still_open,
 )
+from spanledger.recorder import checked_timeout
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -145,7 +145,7 @@ def langfuse_pipeline(
     """A Langfuse client exporting through a counted OTLP pipeline, made once per process
     for a given key and host (the langfuse SDK keeps a single client per public key, so a
     second pipeline for the same key would be silently ignored by it)."""
-    timeout = check_timeout(shutdown_timeout)
+    timeout = checked_timeout(shutdown_timeout)
     try:
         from spanledger.exporters.langfuse import LangfuseExporter
 

@@ -18,13 +18,10 @@ from typing import Protocol
 
 import structlog
 
-from spanledger.errors import ConfigurationError
-
 __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT",
     "Closable",
     "call_within",
-    "check_timeout",
     "closed_at_exit",
     "missing_extra",
     "remaining",
@@ -45,18 +42,6 @@ class Closable(Protocol):
 
 def missing_extra(extra: str, error: ImportError) -> ImportError:
     return ImportError(f"install spanledger[{extra}] to use this exporter ({error.name} missing)")
-
-
-def check_timeout(shutdown_timeout: float) -> float:
-    if (
-        isinstance(shutdown_timeout, bool)
-        or not isinstance(shutdown_timeout, int | float)
-        or not 0 < shutdown_timeout < float("inf")
-    ):
-        raise ConfigurationError(
-            f"shutdown_timeout must be a positive number of seconds, not {shutdown_timeout!r}"
-        )
-    return float(shutdown_timeout)
 
 
 def call_within(action: Callable[[], object], timeout: float, *, name: str) -> bool:

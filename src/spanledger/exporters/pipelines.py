@@ -30,12 +30,12 @@ from spanledger.exporters._export_logs import route_export_logs
 from spanledger.exporters._langfuse_pipeline import LangfusePipeline, langfuse_pipeline
 from spanledger.exporters._lifecycle import (
     DEFAULT_SHUTDOWN_TIMEOUT,
-    check_timeout,
     closed_at_exit,
     missing_extra,
     remaining,
     still_open,
 )
+from spanledger.recorder import checked_timeout
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics import MeterProvider
@@ -168,7 +168,7 @@ def otel_pipeline(
 ) -> OtelExporter:
     """An ``OtelExporter`` over providers private to spanledger: OTLP spans and metrics when
     ``otlp`` is given, and a Prometheus scrape endpoint on ``prometheus`` (address, port)."""
-    timeout = check_timeout(shutdown_timeout)
+    timeout = checked_timeout(shutdown_timeout)
     try:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
