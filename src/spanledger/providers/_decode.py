@@ -65,12 +65,10 @@ def all_finite(values: list[float]) -> bool:
         return False
 
 
-def _checked_numbers(values: list[float]) -> list[float]:
-    if not all_finite(values):
-        raise invalid_response(
-            "an embedding holds a value that is not a finite number", "non_finite_vector"
-        )
-    return values
+def _not_finite() -> ProviderError:
+    return invalid_response(
+        "an embedding holds a value that is not a finite number", "non_finite_vector"
+    )
 
 
 def decode_embedding(value: object) -> list[float]:
@@ -79,7 +77,9 @@ def decode_embedding(value: object) -> list[float]:
     if type(value) is list:
         if not {*map(type, value)} <= _NUMBER_TYPES:
             raise invalid_response("an embedding holds a value that is not a number", "bad_vector")
-        return _checked_numbers(value)
+        if not all_finite(value):
+            raise _not_finite()
+        return value
     if type(value) is str:
         try:
             raw = base64.b64decode(value, validate=True)
@@ -93,7 +93,10 @@ def decode_embedding(value: object) -> list[float]:
         floats.frombytes(raw)
         if sys.byteorder != "little":
             floats.byteswap()
-        return _checked_numbers(floats.tolist())
+        vector = floats.tolist()
+        if not all_finite(vector):
+            raise _not_finite()
+        return vector
     raise invalid_response(
         "an embedding is neither a number array nor a base64 string", "bad_vector"
     )

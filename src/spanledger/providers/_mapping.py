@@ -229,17 +229,22 @@ def _summed(counts: Iterable[int]) -> int | None:
     return figures.count(sum(counts))
 
 
+def _sum_embedding_usage(parts: list[EmbeddingPart]) -> EmbeddingUsage | None:
+    """The chunks' tokens added up, when every chunk reported a sound figure."""
+    if any(part.usage is None for part in parts):
+        return None
+    tokens = _summed(part.usage.input_tokens for part in parts if part.usage)
+    return EmbeddingUsage(input_tokens=tokens) if tokens is not None else None
+
+
 def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> EmbeddingResponse:
     first = parts[0]
     if len(parts) == 1:
-        vectors, raw = first.vectors, first.raw
+        vectors, raw, usage = first.vectors, first.raw, first.usage
     else:
         vectors = [vector for part in parts for vector in part.vectors]
         raw = [part.raw for part in parts]
-    usage: EmbeddingUsage | None = None
-    if all(part.usage is not None for part in parts):
-        tokens = _summed(part.usage.input_tokens for part in parts if part.usage)
-        usage = EmbeddingUsage(input_tokens=tokens) if tokens is not None else None
+        usage = _sum_embedding_usage(parts)
     try:
         return EmbeddingResponse(
             vectors=vectors,
