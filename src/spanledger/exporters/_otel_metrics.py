@@ -49,6 +49,7 @@ from spanledger.events import (
     RerankFailedEvent,
     RerankUsage,
 )
+from spanledger.exporters._text import encodable
 
 __all__ = [
     "DEFAULT_LABEL_SETS",
@@ -299,6 +300,7 @@ class GenAIMetrics:
     def _labels(self, embedding: bool, provider: str, model: str) -> tuple[str, str]:
         """The provider and model labels to record under: as given while the label sets stay
         within bound, else the overflow label (counted)."""
+        provider, model = encodable(provider), encodable(model)
         if (embedding, provider, model) in self._label_sets:
             return provider, model
         if len(self._label_sets) < self.label_sets:

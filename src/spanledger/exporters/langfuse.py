@@ -32,6 +32,7 @@ from spanledger.exporters._payload import (
     json_text,
     payload_fields,
 )
+from spanledger.exporters._text import encodable
 
 if TYPE_CHECKING:
     from langfuse import Langfuse
@@ -56,7 +57,8 @@ def _observation_type(source: Event | CallStarted) -> str:
 
 def _name(source: Event | CallStarted) -> str:
     return (
-        f"{'embeddings' if _observation_type(source) == 'embedding' else 'rerank'} {source.model}"
+        f"{'embeddings' if _observation_type(source) == 'embedding' else 'rerank'} "
+        f"{encodable(source.model)}"
     )
 
 
@@ -64,24 +66,24 @@ def observation_fields(event: Event) -> dict[str, Any]:
     """The ``update`` arguments for ``event``'s observation, payload excluded."""
     metadata: dict[str, Any] = {
         "spanledger_call_id": event.call_id,
-        "provider": event.provider,
+        "provider": encodable(event.provider),
         "operation": "embeddings" if _observation_type(event) == "embedding" else "rerank",
     }
     if event.request_id:
-        metadata["request_id"] = event.request_id
+        metadata["request_id"] = encodable(event.request_id)
     usage: dict[str, int] = {}
     if isinstance(event, EmbeddingEvent | EmbeddingFailedEvent):
         metadata["input_count"] = event.input_count
         if event.input_type is not None:
-            metadata["input_type"] = event.input_type
+            metadata["input_type"] = encodable(event.input_type)
     else:
         metadata["query_length"] = event.query_length
         metadata["document_count"] = event.document_count
         if event.top_k is not None:
             metadata["top_k"] = event.top_k
-    fields: dict[str, Any] = {"model": event.model}
+    fields: dict[str, Any] = {"model": encodable(event.model)}
     if isinstance(event, EmbeddingEvent | RerankEvent):
-        fields["model"] = event.response_model or event.model
+        fields["model"] = encodable(event.response_model or event.model)
         if event.response_id is not None:
             metadata["response_id"] = event.response_id
         if event.usage is not None and event.usage.input_tokens is not None:
@@ -155,7 +157,7 @@ class LangfuseExporter:
         return self.client.start_observation(  # type: ignore[call-overload]
             name=_name(source),
             as_type=_observation_type(source),
-            model=source.model,
+            model=encodable(source.model),
         )
 
     def call_started(self, started: CallStarted) -> None:

@@ -51,6 +51,7 @@ from spanledger.exporters._payload import (
     json_text,
     payload_fields,
 )
+from spanledger.exporters._text import encodable
 
 if TYPE_CHECKING:
     from spanledger.exporters.delivery import DeliveryStats
@@ -112,13 +113,14 @@ _Opening = tuple[str, dict[str, Any]]
 def _opening(
     operation: str, provider: str, model: str, address: str | None, port: int | None
 ) -> _Opening:
+    model = encodable(model)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": operation,
-        "gen_ai.provider.name": provider,
+        "gen_ai.provider.name": encodable(provider),
         "gen_ai.request.model": model,
     }
     if address:
-        attributes["server.address"] = address
+        attributes["server.address"] = encodable(address)
         if port is not None:
             attributes["server.port"] = port
     return f"{operation} {model}", attributes
@@ -128,7 +130,7 @@ def _identity(source: Event | CallStarted, opening: _Opening) -> dict[str, Any]:
     """Attributes known when the call starts (the sampling-relevant ones among them)."""
     attributes = {**opening[1], "spanledger.call_id": source.call_id}
     if source.request_id:
-        attributes["spanledger.request_id"] = source.request_id
+        attributes["spanledger.request_id"] = encodable(source.request_id)
     return attributes
 
 
@@ -144,7 +146,7 @@ def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, An
     if isinstance(event, EMBEDDING_EVENTS):
         attributes["spanledger.embedding.input_count"] = event.input_count
         if event.input_type is not None:
-            attributes["spanledger.embedding.input_type"] = event.input_type
+            attributes["spanledger.embedding.input_type"] = encodable(event.input_type)
     else:
         attributes["spanledger.rerank.query_length"] = event.query_length
         attributes["spanledger.rerank.document_count"] = event.document_count
