@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["after_fork_in_child", "lock", "module_lock", "renew_in_child", "rlock"]
+__all__ = ["after_fork_in_child", "lock", "module_lock"]
 
 _LockFactory = Callable[[], Any]
 
@@ -58,7 +58,7 @@ def _forget(key: int) -> Callable[[weakref.ref[object]], None]:
     return forget
 
 
-def renew_in_child(owner: object, attribute: str, factory: _LockFactory = threading.Lock) -> None:
+def _renew_in_child(owner: object, attribute: str, factory: _LockFactory = threading.Lock) -> None:
     """In a forked child, set ``owner.<attribute>`` to ``factory()`` (a fresh lock)."""
     with _registry_lock:
         _entry(owner).locks[attribute] = factory
@@ -66,14 +66,8 @@ def renew_in_child(owner: object, attribute: str, factory: _LockFactory = thread
 
 def lock(owner: object, attribute: str) -> threading.Lock:
     """A new lock for ``owner.<attribute>``, renewed in forked children."""
-    renew_in_child(owner, attribute, threading.Lock)
+    _renew_in_child(owner, attribute, threading.Lock)
     return threading.Lock()
-
-
-def rlock(owner: object, attribute: str) -> threading.RLock:
-    """A new re-entrant lock for ``owner.<attribute>``, renewed in forked children."""
-    renew_in_child(owner, attribute, threading.RLock)
-    return threading.RLock()
 
 
 def module_lock(
