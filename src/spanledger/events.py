@@ -230,6 +230,13 @@ class _CallEvent(_Record):
     server_port: int | None = None
     cost: CostLine | None = None
     request_extras: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
+    logical_call_id: str | None = None
+    """The id every attempt of one logical call shares (an SDK retrying after a 429, say): the
+    first attempt's ``call_id``. ``None`` for a call made in a single attempt."""
+    attempt: int = Field(default=1, ge=1)
+    """This attempt's number within its logical call, from 1."""
+    retried: bool = False
+    """Whether another attempt of the same logical call followed this one."""
 
 
 class _Succeeded(_CallEvent):
