@@ -66,6 +66,11 @@ class _Provider:
         return self._mapping.model
 
     @property
+    def billing(self) -> str | None:
+        """What the vendor bills this endpoint by (``tokens``, ``search_units``), if anything."""
+        return self._mapping.billing
+
+    @property
     def url(self) -> str:
         """The endpoint this instance posts to."""
         return self._mapping.url
