@@ -13,6 +13,7 @@ import math
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +22,9 @@ __all__ = [
     "ErrorCategory",
     "Fingerprint",
     "ProviderError",
+    "category_for_status",
+    "error_for_status",
+    "error_for_transport",
     "parse_retry_after",
 ]
 
@@ -161,3 +165,50 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     if not math.isfinite(seconds):
         return None
     return max(0.0, seconds)
+
+
+class _Headers(Protocol):
+    def get(self, key: str, default: None = None) -> str | None: ...
+
+
+def category_for_status(
+    status: int, overrides: dict[int, ErrorCategory] | None = None
+) -> ErrorCategory:
+    """Classify a non-success HTTP status; the body is never consulted."""
+    if overrides and status in overrides:
+        return overrides[status]
+    if status in (401, 403):
+        return ErrorCategory.AUTHENTICATION
+    if status == 404:
+        return ErrorCategory.INVALID_MODEL
+    if status == 429:
+        return ErrorCategory.RATE_LIMIT
+    if status == 408 or status >= 500:
+        return ErrorCategory.UNAVAILABLE
+    if 400 <= status < 500:
+        return ErrorCategory.INVALID_REQUEST
+    return ErrorCategory.INVALID_RESPONSE
+
+
+def error_for_status(
+    status: int,
+    headers: _Headers,
+    body: bytes | None,
+    overrides: dict[int, ErrorCategory] | None = None,
+) -> ProviderError:
+    """A categorised error for a failed response: status, ``Retry-After``, body fingerprint
+    (none when the body was never read)."""
+    return ProviderError(
+        category_for_status(status, overrides),
+        status_code=status,
+        retry_after=parse_retry_after(headers.get("retry-after")),
+        fingerprint=Fingerprint.of(body) if body is not None else None,
+        error_type=f"http_{status}",
+    )
+
+
+def error_for_transport(exc: BaseException) -> ProviderError:
+    """A transport failure (refused, reset, timed out) as ``provider_unavailable``, named by
+    the transport's exception class."""
+    detail = "timed out" if "Timeout" in type(exc).__name__ else "transport failure"
+    return ProviderError(ErrorCategory.UNAVAILABLE, detail=detail, error_type=type(exc).__name__)

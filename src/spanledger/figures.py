@@ -8,7 +8,7 @@ good response and cannot reach a bill as a made-up number.
 
 from __future__ import annotations
 
-__all__ = ["MAX_COUNT", "count", "response_id", "response_model", "text"]
+__all__ = ["MAX_COUNT", "count", "dig", "response_id", "response_model", "text"]
 
 MAX_COUNT = 2**63 - 1
 """The largest count a figure may hold: the signed 64-bit range every metric backend and
@@ -45,3 +45,14 @@ response_id = text
 
 response_model = text
 """The model name the provider echoed: ``text``."""
+
+
+def dig(payload: object, *path: str) -> object:
+    """``payload[path[0]][path[1]]...``, or ``None`` when any step is missing or not an object:
+    where a figure lives, read without ever raising."""
+    node = payload
+    for key in path:
+        if type(node) is not dict:
+            return None
+        node = node.get(key)
+    return node

@@ -26,7 +26,7 @@ from spanledger.events import Event
 from spanledger.instrument._errors import describe
 from spanledger.instrument._facts import CallFacts, Figures
 from spanledger.instrument._recording import Recording, logged
-from spanledger.providers._http import error_for_status
+from spanledger.errors import error_for_status
 from spanledger.recorder import Recorder, get_recorder
 
 __all__ = ["MethodSpec", "SdkCall", "Switch", "current_call", "wrap_async", "wrap_sync"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError, parse_retry_after
 from spanledger.estimates import ABANDONED_ERROR_TYPES
-from spanledger.providers._http import category_for_status
+from spanledger.errors import category_for_status
 
 __all__ = ["after_sending", "describe", "status_error", "transport_cause"]
 

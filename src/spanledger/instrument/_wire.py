@@ -12,7 +12,12 @@ from collections.abc import Callable
 from spanledger import figures
 from spanledger.events import EmbeddingUsage, builder_of
 from spanledger.instrument._facts import Figures
-from spanledger.providers._mapping import dig, echoed_model, rerank_usage
+from spanledger.figures import dig
+from spanledger.wire.read import rerank_usage
+
+
+def echoed_model(payload: object) -> str | None:
+    return figures.response_model(dig(payload, "model"))
 
 __all__ = [
     "BILLING",

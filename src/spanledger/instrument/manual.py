@@ -46,7 +46,7 @@ from spanledger.instrument._facts import (
 )
 from spanledger.instrument._recording import Recording, logged
 from spanledger.instrument._wire import BILLING, VENDORS, embedding_figures, rerank_figures
-from spanledger.providers._mapping import rerank_usage
+from spanledger.wire.read import rerank_usage
 from spanledger.recorder import Recorder, get_recorder
 
 __all__ = ["EmbeddingRecord", "RerankRecord", "record_embedding", "record_rerank"]

@@ -26,7 +26,7 @@ from spanledger.instrument._facts import Figures
 from spanledger.instrument._recording import Recording, logged
 from spanledger.instrument._routes import Route, checked_vendors, facts_for, recognise
 from spanledger.instrument._wire import embedding_figures, has_vectors, rerank_figures
-from spanledger.providers._http import error_for_status
+from spanledger.errors import error_for_status
 from spanledger.recorder import get_recorder
 
 __all__ = ["AsyncRecordingTransport", "RecordingTransport", "async_transport", "transport"]

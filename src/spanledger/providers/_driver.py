@@ -36,7 +36,7 @@ from spanledger.events import (
     new_call_id,
 )
 from spanledger.providers._calls import EmbedCall, RerankCall
-from spanledger.providers._http import error_for_transport
+from spanledger.errors import error_for_transport
 from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
 from spanledger.recorder import Recorder, current_request
 

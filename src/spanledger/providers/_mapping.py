@@ -10,14 +10,12 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Iterable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httpx
-from pydantic import ValidationError
 
 from spanledger import figures
-from spanledger.errors import ErrorCategory
+from spanledger.errors import error_for_status
 from spanledger.events import (
     EmbeddingResponse,
     EmbeddingUsage,
@@ -26,52 +24,18 @@ from spanledger.events import (
     ScoredDocument,
 )
 from spanledger.providers._calls import EmbedCall, RerankCall
-from spanledger.providers._decode import invalid_response
-from spanledger.providers._http import encode_body, error_for_status, join_route, parse_json
+from spanledger.wire.decode import invalid_response
+from spanledger.wire.endpoints import Endpoint
+from spanledger.wire.http import encode_body, join_route, parse_json, server_of
+from spanledger.wire.read import EmbeddingPart, RerankPart, read_embeddings, read_rerank
 
 __all__ = [
     "EmbeddingMapping",
-    "EmbeddingPart",
     "RerankMapping",
-    "RerankPart",
     "apply_prefix",
-    "dig",
-    "echoed_model",
     "embedding_flow",
     "rerank_flow",
-    "rerank_usage",
 ]
-
-
-@dataclass(slots=True)
-class EmbeddingPart:
-    """What one response contributed: vectors in input order and its figures."""
-
-    vectors: list[list[float]]
-    usage: EmbeddingUsage | None
-    response_id: str | None
-    model: str | None
-    raw: Any
-
-
-@dataclass(slots=True)
-class RerankPart:
-    """What one response contributed: results with indices local to its request."""
-
-    results: list[ScoredDocument]
-    usage: RerankUsage | None
-    response_id: str | None
-    model: str | None
-    raw: Any
-
-
-def rerank_usage(search_units: object, input_tokens: object) -> RerankUsage | None:
-    """Judge each rerank figure alone; no record when neither is sound."""
-    units = figures.count(search_units)
-    tokens = figures.count(input_tokens)
-    if units is None and tokens is None:
-        return None
-    return RerankUsage(search_units=units, input_tokens=tokens)
 
 
 def apply_prefix(
@@ -84,31 +48,11 @@ def apply_prefix(
     return [prefix + text for text in inputs]
 
 
-def dig(payload: object, *path: str) -> object:
-    """``payload[path[0]][path[1]]...`` or ``None`` when any step is missing or not an object."""
-    node = payload
-    for key in path:
-        if type(node) is not dict:
-            return None
-        node = node.get(key)
-    return node
-
-
-def echoed_model(payload: object) -> str | None:
-    return figures.response_model(dig(payload, "model"))
-
-
 class _Mapping(ABC):
-    """Endpoint, auth and status handling shared by every vendor mapping."""
+    """Endpoint, auth and status handling shared by every vendor mapping; what the wire means
+    is the endpoint's declaration."""
 
-    provider: ClassVar[str]
-    route: ClassVar[str]
-    default_base_url: ClassVar[str | None] = None
-    api_key_env: ClassVar[str | None] = None
-    default_chunk_size: ClassVar[int | None] = None
-    status_overrides: ClassVar[dict[int, ErrorCategory]] = {}
-    billing: ClassVar[str | None] = "tokens"
-    """What the vendor bills this endpoint by: ``tokens``, ``search_units`` or nothing."""
+    endpoint: ClassVar[Endpoint]
 
     def __init__(
         self,
@@ -120,22 +64,22 @@ class _Mapping(ABC):
     ) -> None:
         if type(model) is not str or not model:
             raise ValueError("model must be a non-empty string")
-        origin = base_url if base_url is not None else self.default_base_url
+        endpoint = self.endpoint
+        self.provider: str = endpoint.vendor.value
+        self.billing = endpoint.billing
+        origin = base_url if base_url is not None else endpoint.default_base_url
         if not origin:
             raise ValueError(f"{type(self).__name__} needs a base_url")
         if chunk_size is not None and (type(chunk_size) is not int or chunk_size <= 0):
             raise ValueError("chunk_size must be a positive integer")
         self.model = model
-        self.url = join_route(origin, self.route)
+        self.url = join_route(origin, endpoint.route)
         parsed = self._parsed_url = httpx.URL(self.url)
-        self.server_address: str | None = parsed.host or None
-        self.server_port: int | None = parsed.port or (
-            443 if parsed.scheme == "https" else 80 if parsed.scheme == "http" else None
-        )
-        self.chunk_size = chunk_size if chunk_size is not None else self.default_chunk_size
+        self.server_address, self.server_port = server_of(parsed)
+        self.chunk_size = chunk_size if chunk_size is not None else endpoint.default_chunk_size
         key = api_key
-        if key is None and self.api_key_env:
-            key = os.environ.get(self.api_key_env) or None
+        if key is None and endpoint.api_key_env:
+            key = os.environ.get(endpoint.api_key_env) or None
         self._headers = {"content-type": "application/json", "accept": "application/json"}
         if key:
             self._headers["authorization"] = f"Bearer {key}"
@@ -158,7 +102,10 @@ class _Mapping(ABC):
         """The decoded success body, or the categorised error for a failed status."""
         if not 200 <= response.status_code < 300:
             raise error_for_status(
-                response.status_code, response.headers, response.content, self.status_overrides
+                response.status_code,
+                response.headers,
+                response.content,
+                self.endpoint.status_overrides,
             )
         return parse_json(response.content)
 
@@ -187,15 +134,13 @@ class EmbeddingMapping(_Mapping):
     def body(self, call: EmbedCall, inputs: list[str]) -> dict[str, Any]:
         """The JSON body for one request carrying ``inputs``."""
 
-    @abstractmethod
     def parse(self, payload: Any, expected: int) -> EmbeddingPart:
-        """Read one decoded success body holding ``expected`` vectors."""
+        """Read one decoded success body holding ``expected`` float vectors."""
+        return read_embeddings(self.endpoint, payload, expected)
 
 
 class RerankMapping(_Mapping):
     """A vendor's rerank endpoint."""
-
-    client_side_top_k: ClassVar[bool] = False
 
     def check(self, call: RerankCall) -> None:
         """Vendor pre-send validation; raise ``invalid_request`` to refuse the call."""
@@ -204,9 +149,9 @@ class RerankMapping(_Mapping):
     def body(self, call: RerankCall, documents: list[str]) -> dict[str, Any]:
         """The JSON body for one request carrying ``documents``."""
 
-    @abstractmethod
     def parse(self, payload: Any, call: RerankCall, document_count: int) -> RerankPart:
         """Read one decoded success body for a request of ``document_count`` documents."""
+        return read_rerank(self.endpoint, payload, document_count, call.top_k)
 
 
 def embedding_flow(
@@ -234,7 +179,7 @@ def _sum_embedding_usage(parts: list[EmbeddingPart]) -> EmbeddingUsage | None:
     if any(part.usage is None for part in parts):
         return None
     tokens = _summed(part.usage.input_tokens for part in parts if part.usage)
-    return EmbeddingUsage(input_tokens=tokens) if tokens is not None else None
+    return EmbeddingUsage.model_construct(input_tokens=tokens) if tokens is not None else None
 
 
 def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> EmbeddingResponse:
@@ -245,19 +190,20 @@ def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> Embeddin
         vectors = [vector for part in parts for vector in part.vectors]
         raw = [part.raw for part in parts]
         usage = _sum_embedding_usage(parts)
-    try:
-        return EmbeddingResponse(
-            vectors=vectors,
-            dimensions=len(vectors[0]) if vectors else 0,
-            model=first.model or bound_model,
-            usage=usage,
-            response_id=first.response_id,
-            raw=raw,
-        )
-    except ValidationError:  # its message quotes the vectors: do not chain it
+    widths = {part.dimensions for part in parts}
+    if len(widths) != 1 or not first.dimensions:
         raise invalid_response(
             "vectors are empty or of inconsistent length", "inconsistent_dimensions"
-        ) from None
+        )
+    # every part was read and checked by the endpoint's rules: no second validation pass
+    return EmbeddingResponse.model_construct(
+        vectors=vectors,
+        dimensions=first.dimensions,
+        model=first.model or bound_model,
+        usage=usage,
+        response_id=first.response_id,
+        raw=raw,
+    )
 
 
 def rerank_flow(
@@ -285,7 +231,7 @@ def _stitch_rerank(
         offset = 0
         for part, size in zip(parts, sizes, strict=True):
             results.extend(
-                ScoredDocument(
+                ScoredDocument.model_construct(
                     index=r.index + offset, relevance_score=r.relevance_score, document=r.document
                 )
                 for r in part.results
@@ -293,18 +239,16 @@ def _stitch_rerank(
             offset += size
         raw = [part.raw for part in parts]
     results.sort(key=lambda r: -r.relevance_score)
-    if mapping.client_side_top_k and call.top_k is not None:
+    if mapping.endpoint.client_side_top_k and call.top_k is not None:
         del results[call.top_k :]
-    try:
-        return RerankResponse(
-            results=results,
-            model=first.model or mapping.model,
-            usage=_sum_rerank_usage(parts),
-            response_id=first.response_id,
-            raw=raw,
-        )
-    except ValidationError:  # its message quotes the results: do not chain it
-        raise invalid_response("rerank results are inconsistent", "inconsistent_results") from None
+    # indices are unique per part and re-based apart, scores finite, and now sorted
+    return RerankResponse.model_construct(
+        results=results,
+        model=first.model or mapping.model,
+        usage=_sum_rerank_usage(parts),
+        response_id=first.response_id,
+        raw=raw,
+    )
 
 
 def _sum_rerank_usage(parts: list[RerankPart]) -> RerankUsage | None:
@@ -318,4 +262,4 @@ def _sum_rerank_usage(parts: list[RerankPart]) -> RerankUsage | None:
         tokens = _summed(u.input_tokens for u in usages if u and u.input_tokens is not None)
     if units is None and tokens is None:
         return None
-    return RerankUsage(search_units=units, input_tokens=tokens)
+    return RerankUsage.model_construct(search_units=units, input_tokens=tokens)

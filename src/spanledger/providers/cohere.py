@@ -6,8 +6,6 @@ from typing import Any
 
 import httpx
 
-from spanledger import figures
-from spanledger.events import EmbeddingUsage
 from spanledger.providers._calls import (
     EmbedCall,
     RerankCall,
@@ -15,24 +13,11 @@ from spanledger.providers._calls import (
     merge_list_extra,
     with_extras,
 )
-from spanledger.providers._decode import (
-    decode_embedding,
-    invalid_response,
-    require_count,
-    require_list,
-    rerank_results,
-)
 from spanledger.providers._driver import Timeout
-from spanledger.providers._mapping import (
-    EmbeddingMapping,
-    EmbeddingPart,
-    RerankMapping,
-    RerankPart,
-    dig,
-    rerank_usage,
-)
+from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
 from spanledger.providers._provider import EmbeddingProvider, RerankProvider
 from spanledger.recorder import Recorder
+from spanledger.wire.endpoints import COHERE_EMBEDDINGS, COHERE_RERANK
 
 __all__ = ["CohereEmbeddingMapping", "CohereEmbeddings", "CohereRerankMapping", "CohereReranker"]
 
@@ -50,11 +35,7 @@ class CohereEmbeddingMapping(EmbeddingMapping):
     Only ``embeddings.float`` is read; other precisions stay on ``raw``.
     """
 
-    provider = "cohere"
-    route = "/v2/embed"
-    default_base_url = "https://api.cohere.com"
-    api_key_env = "CO_API_KEY"
-    default_chunk_size = 96
+    endpoint = COHERE_EMBEDDINGS
 
     def check(self, call: EmbedCall) -> None:
         if call.input_type is not None and call.input_type not in _INPUT_TYPES:
@@ -72,52 +53,18 @@ class CohereEmbeddingMapping(EmbeddingMapping):
             body["output_dimension"] = call.dimensions
         return with_extras(body, call.extras, handled=frozenset({"embedding_types"}))
 
-    def parse(self, payload: Any, expected: int) -> EmbeddingPart:
-        floats = dig(payload, "embeddings", "float")
-        if type(floats) is not list:
-            raise invalid_response("embeddings.float is missing", "missing_field")
-        require_count(floats, expected)
-        tokens = figures.count(dig(payload, "meta", "billed_units", "input_tokens"))
-        return EmbeddingPart(
-            vectors=[_float_vector(v) for v in floats],
-            usage=EmbeddingUsage(input_tokens=tokens) if tokens is not None else None,
-            response_id=figures.response_id(dig(payload, "id")),
-            model=None,
-            raw=payload,
-        )
-
-
-def _float_vector(value: object) -> list[float]:
-    if type(value) is not list:
-        raise invalid_response("an embedding is not a number array", "bad_vector")
-    return decode_embedding(value)
-
 
 class CohereRerankMapping(RerankMapping):
     """``POST /v2/rerank``: bills search units; never echoes documents (``return_documents``
     is a no-op and leaves the body unchanged)."""
 
-    provider = "cohere"
-    route = "/v2/rerank"
-    billing = "search_units"
-    default_base_url = "https://api.cohere.com"
-    api_key_env = "CO_API_KEY"
+    endpoint = COHERE_RERANK
 
     def body(self, call: RerankCall, documents: list[str]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "query": call.query, "documents": documents}
         if call.top_k is not None:
             body["top_n"] = call.top_k
         return with_extras(body, call.extras)
-
-    def parse(self, payload: Any, call: RerankCall, document_count: int) -> RerankPart:
-        items = require_list(dig(payload, "results"), "results")
-        return RerankPart(
-            results=rerank_results(items, document_count, document_key=None, limit=call.top_k),
-            usage=rerank_usage(dig(payload, "meta", "billed_units", "search_units"), None),
-            response_id=figures.response_id(dig(payload, "id")),
-            model=None,
-            raw=payload,
-        )
 
 
 class CohereEmbeddings(EmbeddingProvider):

@@ -6,22 +6,12 @@ from typing import Any
 
 import httpx
 
-from spanledger import figures
-from spanledger.events import EmbeddingUsage
 from spanledger.providers._calls import EmbedCall, RerankCall, invalid_request, with_extras
-from spanledger.providers._decode import rerank_results, vectors_by_index
 from spanledger.providers._driver import Timeout
-from spanledger.providers._mapping import (
-    EmbeddingMapping,
-    EmbeddingPart,
-    RerankMapping,
-    RerankPart,
-    dig,
-    echoed_model,
-    rerank_usage,
-)
+from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
 from spanledger.providers._provider import EmbeddingProvider, RerankProvider
 from spanledger.recorder import Recorder
+from spanledger.wire.endpoints import JINA_EMBEDDINGS, JINA_RERANK
 
 __all__ = ["JinaEmbeddingMapping", "JinaEmbeddings", "JinaRerankMapping", "JinaReranker"]
 
@@ -32,10 +22,7 @@ class JinaEmbeddingMapping(EmbeddingMapping):
     """``POST /v1/embeddings`` with ``truncate: false``. ``input_type`` is a closed set mapped to
     ``task``; other tasks ride extras as ``task`` only while ``input_type`` is absent."""
 
-    provider = "jina"
-    route = "/v1/embeddings"
-    default_base_url = "https://api.jina.ai"
-    api_key_env = "JINA_API_KEY"
+    endpoint = JINA_EMBEDDINGS
 
     def check(self, call: EmbedCall) -> None:
         if call.input_type is not None and call.input_type not in _TASKS:
@@ -50,25 +37,12 @@ class JinaEmbeddingMapping(EmbeddingMapping):
         body["truncate"] = False
         return with_extras(body, call.extras)
 
-    def parse(self, payload: Any, expected: int) -> EmbeddingPart:
-        tokens = figures.count(dig(payload, "usage", "total_tokens"))
-        return EmbeddingPart(
-            vectors=vectors_by_index(dig(payload, "data"), expected),
-            usage=EmbeddingUsage(input_tokens=tokens) if tokens is not None else None,
-            response_id=figures.response_id(dig(payload, "id")),
-            model=echoed_model(payload),
-            raw=payload,
-        )
-
 
 class JinaRerankMapping(RerankMapping):
     """``POST /v1/rerank`` with ``truncation: false`` and ``return_documents`` always sent
     (Jina's own default is true). Echoed documents follow the echo rule."""
 
-    provider = "jina"
-    route = "/v1/rerank"
-    default_base_url = "https://api.jina.ai"
-    api_key_env = "JINA_API_KEY"
+    endpoint = JINA_RERANK
 
     def body(self, call: RerankCall, documents: list[str]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "query": call.query, "documents": documents}
@@ -77,15 +51,6 @@ class JinaRerankMapping(RerankMapping):
         body["return_documents"] = call.wants_documents
         body["truncation"] = False
         return with_extras(body, call.extras)
-
-    def parse(self, payload: Any, call: RerankCall, document_count: int) -> RerankPart:
-        return RerankPart(
-            results=rerank_results(dig(payload, "results"), document_count, limit=call.top_k),
-            usage=rerank_usage(None, dig(payload, "usage", "total_tokens")),
-            response_id=figures.response_id(dig(payload, "id")),
-            model=echoed_model(payload),
-            raw=payload,
-        )
 
 
 class JinaEmbeddings(EmbeddingProvider):

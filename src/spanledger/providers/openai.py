@@ -6,20 +6,12 @@ from typing import Any
 
 import httpx
 
-from spanledger import figures
-from spanledger.events import EmbeddingUsage
 from spanledger.providers._calls import EmbedCall, with_extras
-from spanledger.providers._decode import vectors_by_index
 from spanledger.providers._driver import Timeout
-from spanledger.providers._mapping import (
-    EmbeddingMapping,
-    EmbeddingPart,
-    apply_prefix,
-    dig,
-    echoed_model,
-)
+from spanledger.providers._mapping import EmbeddingMapping, apply_prefix
 from spanledger.providers._provider import EmbeddingProvider
 from spanledger.recorder import Recorder
+from spanledger.wire.endpoints import OPENAI_EMBEDDINGS
 
 __all__ = ["OpenAIEmbeddingMapping", "OpenAIEmbeddings"]
 
@@ -31,11 +23,7 @@ class OpenAIEmbeddingMapping(EmbeddingMapping):
     ``encoding_format`` rides extras untouched; vectors are decoded by their shape.
     """
 
-    provider = "openai"
-    route = "/v1/embeddings"
-    default_base_url = "https://api.openai.com"
-    api_key_env = "OPENAI_API_KEY"
-    default_chunk_size = 2048
+    endpoint = OPENAI_EMBEDDINGS
 
     def __init__(
         self,
@@ -59,16 +47,6 @@ class OpenAIEmbeddingMapping(EmbeddingMapping):
         if call.dimensions is not None:
             body["dimensions"] = call.dimensions
         return with_extras(body, call.extras)
-
-    def parse(self, payload: Any, expected: int) -> EmbeddingPart:
-        prompt_tokens = figures.count(dig(payload, "usage", "prompt_tokens"))
-        return EmbeddingPart(
-            vectors=vectors_by_index(dig(payload, "data"), expected),
-            usage=EmbeddingUsage(input_tokens=prompt_tokens) if prompt_tokens is not None else None,
-            response_id=figures.response_id(dig(payload, "id")),
-            model=echoed_model(payload),
-            raw=payload,
-        )
 
 
 class OpenAIEmbeddings(EmbeddingProvider):

@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 
-from spanledger.errors import ErrorCategory
 from spanledger.providers._calls import (
     EmbedCall,
     RerankCall,
@@ -20,27 +19,14 @@ from spanledger.providers._calls import (
     reject_conflict,
     with_extras,
 )
-from spanledger.providers._decode import (
-    decode_embedding,
-    invalid_response,
-    require_count,
-    require_list,
-    rerank_results,
-)
 from spanledger.providers._driver import Timeout
-from spanledger.providers._mapping import (
-    EmbeddingMapping,
-    EmbeddingPart,
-    RerankMapping,
-    RerankPart,
-    apply_prefix,
-)
+from spanledger.providers._mapping import EmbeddingMapping, RerankMapping, apply_prefix
 from spanledger.providers._provider import EmbeddingProvider, RerankProvider
 from spanledger.recorder import Recorder
+from spanledger.wire.endpoints import TEI_EMBEDDINGS, TEI_RERANK
 
 __all__ = ["TEIEmbeddingMapping", "TEIEmbeddings", "TEIRerankMapping", "TEIReranker"]
 
-_STATUS = {424: ErrorCategory.UNAVAILABLE}
 _TRUNCATE = frozenset({"truncate"})
 
 
@@ -52,11 +38,7 @@ class TEIEmbeddingMapping(EmbeddingMapping):
     no-op); one configured with some is a closed set, and an uncovered value is refused.
     """
 
-    provider = "tei"
-    route = "/embed"
-    billing = None
-    default_chunk_size = 32
-    status_overrides = _STATUS
+    endpoint = TEI_EMBEDDINGS
 
     def __init__(
         self,
@@ -100,27 +82,12 @@ class TEIEmbeddingMapping(EmbeddingMapping):
             body["dimensions"] = call.dimensions
         return with_extras(body, call.extras, handled=_TRUNCATE)
 
-    def parse(self, payload: Any, expected: int) -> EmbeddingPart:
-        rows = require_list(payload, "the response")
-        require_count(rows, expected)
-        vectors = []
-        for row in rows:
-            if type(row) is not list:
-                raise invalid_response("an embedding is not a number array", "bad_vector")
-            vectors.append(decode_embedding(row))
-        return EmbeddingPart(vectors=vectors, usage=None, response_id=None, model=None, raw=payload)
-
 
 class TEIRerankMapping(RerankMapping):
     """``POST /rerank``: ``{query, texts, truncate: false, return_text}``; results
     ``[{index, score, text?}]`` in no guaranteed order."""
 
-    provider = "tei"
-    route = "/rerank"
-    billing = None
-    default_chunk_size = 32
-    status_overrides = _STATUS
-    client_side_top_k = True
+    endpoint = TEI_RERANK
 
     def body(self, call: RerankCall, documents: list[str]) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -130,20 +97,6 @@ class TEIRerankMapping(RerankMapping):
             "return_text": call.wants_documents,
         }
         return with_extras(body, call.extras)
-
-    def parse(self, payload: Any, call: RerankCall, document_count: int) -> RerankPart:
-        return RerankPart(
-            results=rerank_results(
-                require_list(payload, "the response"),
-                document_count,
-                score_key="score",
-                document_key="text",
-            ),
-            usage=None,
-            response_id=None,
-            model=None,
-            raw=payload,
-        )
 
 
 class TEIEmbeddings(EmbeddingProvider):

@@ -10,22 +10,12 @@ from typing import Any
 
 import httpx
 
-from spanledger import figures
-from spanledger.events import EmbeddingUsage
 from spanledger.providers._calls import EmbedCall, RerankCall, invalid_request, with_extras
-from spanledger.providers._decode import rerank_results, vectors_by_index
 from spanledger.providers._driver import Timeout
-from spanledger.providers._mapping import (
-    EmbeddingMapping,
-    EmbeddingPart,
-    RerankMapping,
-    RerankPart,
-    dig,
-    echoed_model,
-    rerank_usage,
-)
+from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
 from spanledger.providers._provider import EmbeddingProvider, RerankProvider
 from spanledger.recorder import Recorder
+from spanledger.wire.endpoints import VOYAGE_EMBEDDINGS, VOYAGE_RERANK
 
 __all__ = ["VoyageEmbeddingMapping", "VoyageEmbeddings", "VoyageRerankMapping", "VoyageReranker"]
 
@@ -38,11 +28,7 @@ class VoyageEmbeddingMapping(EmbeddingMapping):
     Voyage accepts at most 1,000 texts per request; longer lists are chunked and stitched.
     """
 
-    provider = "voyageai"
-    route = "/v1/embeddings"
-    default_base_url = "https://api.voyageai.com"
-    api_key_env = "VOYAGE_API_KEY"
-    default_chunk_size = 1000
+    endpoint = VOYAGE_EMBEDDINGS
 
     def check(self, call: EmbedCall) -> None:
         if call.input_type is not None and call.input_type not in _INPUT_TYPES:
@@ -57,25 +43,12 @@ class VoyageEmbeddingMapping(EmbeddingMapping):
         body["truncation"] = False
         return with_extras(body, call.extras)
 
-    def parse(self, payload: Any, expected: int) -> EmbeddingPart:
-        tokens = figures.count(dig(payload, "usage", "total_tokens"))
-        return EmbeddingPart(
-            vectors=vectors_by_index(dig(payload, "data"), expected),
-            usage=EmbeddingUsage(input_tokens=tokens) if tokens is not None else None,
-            response_id=figures.response_id(dig(payload, "id")),
-            model=echoed_model(payload),
-            raw=payload,
-        )
-
 
 class VoyageRerankMapping(RerankMapping):
     """``POST /v1/rerank``: ``{model, query, documents, top_k?, return_documents, truncation}``;
     results arrive under ``data``; ``usage.total_tokens`` is the billed figure."""
 
-    provider = "voyageai"
-    route = "/v1/rerank"
-    default_base_url = "https://api.voyageai.com"
-    api_key_env = "VOYAGE_API_KEY"
+    endpoint = VOYAGE_RERANK
 
     def body(self, call: RerankCall, documents: list[str]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "query": call.query, "documents": documents}
@@ -84,15 +57,6 @@ class VoyageRerankMapping(RerankMapping):
         body["return_documents"] = call.wants_documents
         body["truncation"] = False
         return with_extras(body, call.extras)
-
-    def parse(self, payload: Any, call: RerankCall, document_count: int) -> RerankPart:
-        return RerankPart(
-            results=rerank_results(dig(payload, "data"), document_count, limit=call.top_k),
-            usage=rerank_usage(None, dig(payload, "usage", "total_tokens")),
-            response_id=figures.response_id(dig(payload, "id")),
-            model=echoed_model(payload),
-            raw=payload,
-        )
 
 
 class VoyageEmbeddings(EmbeddingProvider):

@@ -1,6 +1,7 @@
-"""Readers for response payloads. Corruption in the payload raises ``provider_invalid_response``.
+"""Validators for the payload of a response: vectors and rerank results. Corruption raises
+``provider_invalid_response`` in spanledger's own words, never quoting the payload.
 
-Figures beside the payload (usage, ids) are read elsewhere with the figure rule and never raise.
+Figures beside the payload (usage, ids) are read with the figure rule and never raise.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import binascii
 import math
 import sys
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 from spanledger.errors import ErrorCategory, ProviderError
@@ -24,9 +26,11 @@ __all__ = [
     "require_list",
     "rerank_results",
     "vectors_by_index",
+    "whole_numbers",
 ]
 
 _NUMBER_TYPES = frozenset({float, int})
+_INT_TYPES = frozenset({int})
 
 
 def invalid_response(detail: str, error_type: str) -> ProviderError:
@@ -40,7 +44,10 @@ def require_list(value: object, what: str) -> list[Any]:
     return value
 
 
-def require_count(items: list[Any], expected: int) -> None:
+def require_count(items: list[Any], expected: int | None) -> None:
+    """The vectors must match the inputs one for one (when the input count is known)."""
+    if expected is None:
+        return
     if len(items) != expected:
         raise invalid_response(
             f"{len(items)} embeddings for {expected} inputs", "vector_count_mismatch"
@@ -102,26 +109,40 @@ def decode_embedding(value: object) -> list[float]:
     )
 
 
-def vectors_by_index(data: object, expected: int) -> list[list[float]]:
-    """Assemble ``data[].embedding`` by ``data[].index`` (never by array position)."""
+def whole_numbers(value: object) -> Any:
+    """A quantised embedding (``int8``, ``binary``, ...): an integer array, or the base64 text
+    of its bytes (kept as text: its width is read from its length)."""
+    if type(value) is list:
+        if not {*map(type, value)} <= _INT_TYPES:
+            raise invalid_response("a quantised embedding holds a non-integer", "bad_vector")
+        return value
+    if type(value) is str:
+        return value
+    raise invalid_response("an embedding is neither an array nor base64 text", "bad_vector")
+
+
+def vectors_by_index(
+    data: object, expected: int | None, decode: Callable[[object], Any]
+) -> list[Any]:
+    """Assemble ``data[].embedding`` by ``data[].index`` (never by array position); with
+    ``expected`` unknown the indices must still be ``0..n-1``, each once."""
     items = require_list(data, "data")
-    if len(items) != expected:
-        raise invalid_response(
-            f"{len(items)} embeddings for {expected} inputs", "vector_count_mismatch"
-        )
-    slots: list[list[float] | None] = [None] * expected
+    if expected is not None:
+        require_count(items, expected)
+    count = len(items)
+    slots: list[Any] = [None] * count
     for item in items:
         if type(item) is not dict:
             raise invalid_response("a data entry is not an object", "bad_entry")
         index = item.get("index")
-        if type(index) is not int or not 0 <= index < expected:
+        if type(index) is not int or not 0 <= index < count:
             raise invalid_response(
                 "a data entry has a missing or out-of-range index", "index_out_of_range"
             )
         if slots[index] is not None:
             raise invalid_response("two data entries share an index", "duplicate_index")
-        slots[index] = decode_embedding(item.get("embedding"))
-    return slots  # type: ignore[return-value]  # every slot was filled exactly once
+        slots[index] = decode(item.get("embedding"))
+    return slots
 
 
 def document_echo(value: object) -> str | None:
@@ -150,7 +171,7 @@ def _finite_number(value: object) -> float | None:
 
 def rerank_results(
     items: object,
-    document_count: int,
+    document_count: int | None,
     *,
     score_key: str = "relevance_score",
     document_key: str | None = "document",
@@ -166,7 +187,9 @@ def rerank_results(
         if type(entry) is not dict:
             raise invalid_response("a result entry is not an object", "bad_entry")
         index = entry.get("index")
-        if type(index) is not int or not 0 <= index < document_count:
+        if type(index) is not int or index < 0 or (
+            document_count is not None and index >= document_count
+        ):
             raise invalid_response(
                 "a result has a missing or out-of-range index", "index_out_of_range"
             )
@@ -177,5 +200,7 @@ def rerank_results(
         if score is None:
             raise invalid_response("a result has a missing or non-numeric score", "bad_score")
         document = document_echo(entry.get(document_key)) if document_key else None
-        results.append(ScoredDocument(index=index, relevance_score=score, document=document))
+        results.append(
+            ScoredDocument.model_construct(index=index, relevance_score=score, document=document)
+        )
     return results

@@ -1,0 +1,71 @@
+"""HTTP-level rules every path shares: routes, request bodies, success bodies, servers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
+
+__all__ = ["encode_body", "join_route", "parse_json", "server_of"]
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def join_route(base_url: str, route: str) -> str:
+    """Append a versioned route to an origin, without doubling a version already given."""
+    base = base_url.rstrip("/")
+    version = route.split("/", 2)[1] if route.startswith("/v") else ""
+    if version and base.endswith("/" + version):
+        base = base[: -len(version) - 1]
+    return base + route
+
+
+def server_of(url: object) -> tuple[str | None, int | None]:
+    """Host and port of a URL (text or an ``httpx.URL``); the scheme's default port when none
+    is written. An unreadable URL, or one without a host, gives ``(None, None)``."""
+    try:
+        parsed = url if isinstance(url, httpx.URL) else httpx.URL(str(url))
+    except Exception:
+        return None, None
+    host = parsed.host or None
+    if host is None:
+        return None, None
+    return host, parsed.port or _DEFAULT_PORTS.get(parsed.scheme)
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """Compact JSON, keys in the order the mapping built them, text kept as UTF-8.
+
+    A body that is not valid JSON text (a set or bytes in extras, NaN, a lone surrogate,
+    nesting deeper than the interpreter can encode) is refused before sending as
+    ``provider_invalid_request``.
+    """
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+            "utf-8"
+        )
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        pass
+    raise ProviderError(
+        ErrorCategory.INVALID_REQUEST,
+        detail="the request cannot be encoded as JSON text",
+        error_type="unencodable_request",
+    )
+
+
+def parse_json(body: bytes) -> Any:
+    """Decode a success body, or fail as ``provider_invalid_response`` (never quoting it).
+    JSON nested deeper than the interpreter's recursion limit is invalid too."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        pass
+    raise ProviderError(
+        ErrorCategory.INVALID_RESPONSE,
+        detail="response body is not JSON",
+        fingerprint=Fingerprint.of(body),
+        error_type="invalid_json",
+    )

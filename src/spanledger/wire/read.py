@@ -1,0 +1,213 @@
+"""Read one response body by its endpoint's declaration: the same rules on every path.
+
+``read_embeddings`` and ``read_rerank`` validate the payload (vector count, indices, widths,
+finite numbers; result indices, scores, ``top_k``) and raise ``provider_invalid_response`` for a
+body the endpoint does not answer, whichever path carried it. Figures (usage, id, echoed model)
+are read by the figure rule and never fail a response: a malformed one is not reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from spanledger import figures
+from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument
+from spanledger.figures import dig
+from spanledger.wire.decode import (
+    decode_embedding,
+    invalid_response,
+    require_count,
+    require_list,
+    rerank_results,
+    vectors_by_index,
+    whole_numbers,
+)
+from spanledger.wire.endpoints import Endpoint, VectorLayout
+
+__all__ = [
+    "EmbeddingPart",
+    "RerankPart",
+    "embedding_usage",
+    "read_embeddings",
+    "read_rerank",
+    "rerank_usage",
+    "vector_type",
+]
+
+
+@dataclass(slots=True)
+class EmbeddingPart:
+    """What one response reported: vectors in input order, their width, and its figures.
+
+    ``vectors`` hold floats for a float request; a quantised one (``int8``, ``binary``) keeps
+    each vector as sent. ``dimensions`` is ``None`` when the width cannot be told.
+    """
+
+    vectors: list[Any]
+    dimensions: int | None
+    usage: EmbeddingUsage | None
+    response_id: str | None
+    model: str | None
+    raw: Any
+
+
+@dataclass(slots=True)
+class RerankPart:
+    """What one response reported: results with indices local to its request, and figures."""
+
+    results: list[ScoredDocument]
+    usage: RerankUsage | None
+    response_id: str | None
+    model: str | None
+    raw: Any
+
+
+def embedding_usage(input_tokens: object) -> EmbeddingUsage | None:
+    """An embedding usage record for a sound token figure, else none."""
+    tokens = figures.count(input_tokens)
+    return EmbeddingUsage.model_construct(input_tokens=tokens) if tokens is not None else None
+
+
+def rerank_usage(search_units: object, input_tokens: object) -> RerankUsage | None:
+    """Judge each rerank figure alone; no record when neither is sound."""
+    units = figures.count(search_units)
+    tokens = figures.count(input_tokens)
+    if units is None and tokens is None:
+        return None
+    return RerankUsage.model_construct(search_units=units, input_tokens=tokens)
+
+
+_FLOAT32 = frozenset({None, "float", "base64"})
+_ONE_BYTE = frozenset({"int8", "uint8"})
+_PACKED_BITS = frozenset({"binary", "ubinary"})
+
+
+def vector_type(requested: object) -> str | None:
+    """The vector type a request asked for (``None``: the vendor's float default); anything
+    that is not text is ``"unreadable"``, whose width is never told."""
+    if requested is None or type(requested) is str:
+        return requested
+    return "unreadable"
+
+
+def read_embeddings(
+    endpoint: Endpoint, payload: object, expected: int | None, dtype: str | None = None
+) -> EmbeddingPart:
+    """One embedding response holding ``expected`` vectors (``None``: the count the request
+    held is unknown), of the type ``dtype`` the request asked for."""
+    decode = _decoder(dtype)
+    layout = endpoint.vectors
+    if layout is VectorLayout.BY_INDEX:
+        vectors = vectors_by_index(dig(payload, "data"), expected, decode)
+    elif layout is VectorLayout.ROWS:
+        vectors = _rows(require_list(payload, "the response"), expected, decode, dtype)
+    else:
+        vectors = _by_type(payload, expected, decode, dtype)
+    return EmbeddingPart(
+        vectors=vectors,
+        dimensions=_common_width(vectors, dtype),
+        usage=embedding_usage(dig(payload, *endpoint.tokens_at)) if endpoint.tokens_at else None,
+        response_id=figures.response_id(dig(payload, *endpoint.id_at)) if endpoint.id_at else None,
+        model=figures.response_model(dig(payload, *endpoint.model_at))
+        if endpoint.model_at
+        else None,
+        raw=payload,
+    )
+
+
+def read_rerank(
+    endpoint: Endpoint, payload: object, document_count: int | None, top_k: int | None
+) -> RerankPart:
+    """One rerank response for a request of ``document_count`` documents (``None``: unknown)
+    asking for at most ``top_k`` results (the wire's own cap, unless cut client-side)."""
+    at = endpoint.results_at
+    items = require_list(dig(payload, *at) if at else payload, "results")
+    units, tokens = endpoint.units_at, endpoint.tokens_at
+    return RerankPart(
+        results=rerank_results(
+            items,
+            document_count,
+            score_key=endpoint.score_key,
+            document_key=endpoint.document_key,
+            limit=None if endpoint.client_side_top_k else top_k,
+        ),
+        usage=rerank_usage(
+            dig(payload, *units) if units else None, dig(payload, *tokens) if tokens else None
+        ),
+        response_id=figures.response_id(dig(payload, *endpoint.id_at)) if endpoint.id_at else None,
+        model=figures.response_model(dig(payload, *endpoint.model_at))
+        if endpoint.model_at
+        else None,
+        raw=payload,
+    )
+
+
+def _decoder(dtype: str | None) -> Callable[[object], Any]:
+    if dtype in _FLOAT32:
+        return decode_embedding
+    if dtype in _ONE_BYTE or dtype in _PACKED_BITS:
+        return whole_numbers
+    return _unread
+
+
+def _unread(value: object) -> object:
+    """A vector of a type spanledger does not know: present, not judged."""
+    if value is None:
+        raise invalid_response("an embedding is missing", "bad_vector")
+    return value
+
+
+def _rows(
+    rows: list[Any], expected: int | None, decode: Callable[[object], Any], dtype: str | None
+) -> list[Any]:
+    require_count(rows, expected)
+    if dtype in _FLOAT32:
+        for row in rows:
+            if type(row) is not list:
+                raise invalid_response("an embedding is not a number array", "bad_vector")
+    return [decode(row) for row in rows]
+
+
+def _by_type(
+    payload: object, expected: int | None, decode: Callable[[object], Any], dtype: str | None
+) -> list[Any]:
+    """Cohere's ``embeddings.<type>``, the type the request asked for (float by default)."""
+    by_type = dig(payload, "embeddings")
+    wanted = "float" if dtype in _FLOAT32 else dtype
+    rows = dig(by_type, wanted) if type(wanted) is str else None
+    if type(rows) is not list:
+        raise invalid_response(f"embeddings.{wanted} is missing", "missing_field")
+    return _rows(rows, expected, decode, "float" if wanted == "float" else dtype)
+
+
+def _common_width(vectors: list[Any], dtype: str | None) -> int | None:
+    """The width every vector shares; vectors of several widths, or of none, are corrupt."""
+    if not vectors:
+        return None
+    sizes = set(map(len, vectors)) if dtype in _FLOAT32 else {_width(v, dtype) for v in vectors}
+    if len(sizes) != 1 or 0 in sizes:
+        raise invalid_response(
+            "vectors are empty or of inconsistent length", "inconsistent_dimensions"
+        )
+    (width,) = sizes
+    return width
+
+
+def _width(vector: object, dtype: str | None) -> int | None:
+    """Dimensions of one quantised vector: one per int8 entry, 8 per packed entry; base64 text
+    holds one byte per int8 dimension, 8 dimensions per packed byte."""
+    if type(vector) is list:
+        if dtype in _ONE_BYTE:
+            return len(vector)
+        return len(vector) * 8 if dtype in _PACKED_BITS else None
+    if type(vector) is not str:
+        return None
+    tail = vector[-2:]
+    size = len(vector) * 3 // 4 - (len(tail) - len(tail.rstrip("=")))
+    if size <= 0 or len(vector) % 4:
+        return 0
+    if dtype in _ONE_BYTE:
+        return size
+    return size * 8 if dtype in _PACKED_BITS else None
