@@ -17,7 +17,7 @@ from spanledger import JsonlSink
 from spanledger.exporters.langfuse import LangfuseExporter
 from spanledger.exporters.otel import OtelExporter
 from spanledger.providers import CohereEmbeddings
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 from .e2e_langfuse.otlp_receiver import OtlpReceiver
 

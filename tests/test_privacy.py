@@ -13,7 +13,7 @@ import structlog
 import spanledger
 from spanledger import ConsoleSink, JsonlSink, ProviderError
 from spanledger.providers import CohereEmbeddings, CohereReranker, JinaReranker
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 SENTINEL = "SENTINEL-c41f9e"
 API_KEY = "sk-SECRET-9d2b77"

@@ -1,4 +1,5 @@
-"""The recorder: sink fan-out and isolation, the current recorder, and request scopes."""
+"""The recorder: the processor pipeline, sink fan-out and isolation, the current recorder, the
+call-scope hook, and the request scopes built on it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,15 @@ from spanledger import (
     set_default_recorder,
     use,
 )
+from spanledger.attribution import RequestScope
 from spanledger.events import Event
+from spanledger.recorder import (
+    CallScope,
+    Processor,
+    current_scope,
+    enter_scope,
+    exit_scope,
+)
 
 SENTINEL = "SENTINEL-7f3a"
 STARTED_AT = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -538,3 +547,178 @@ def test_request_scope_is_thread_safe_with_copied_context() -> None:
         for thread in threads:
             thread.join()
     assert len(scope.events) == 800
+
+
+# --- processors -----------------------------------------------------------------------------
+
+
+class Tag:
+    """A processor that appends its name to the event's model, to show order."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.seen: list[Event] = []
+
+    def process(self, event: Event) -> Event:
+        self.seen.append(event)
+        return event.model_copy(update={"model": event.model + self.name})
+
+
+class Raises:
+    """A processor that always raises, with a secret in the message."""
+
+    def __init__(self, exc_type: type[Exception] = RuntimeError) -> None:
+        self.exc_type = exc_type
+
+    def process(self, event: Event) -> Event:
+        raise self.exc_type(f"processing {SENTINEL}")
+
+
+def processor_failed_logs(
+    logs: list[MutableMapping[str, Any]],
+) -> list[MutableMapping[str, Any]]:
+    return [entry for entry in logs if entry.get("event") == "processor_failed"]
+
+
+def test_processors_run_in_order_before_every_sink_and_the_scope() -> None:
+    sink = ListSink()
+    first, second = Tag("a"), Tag("b")
+    recorder = Recorder([sink], processors=[first, second])
+    assert recorder.processors == (first, second)
+    with request("turn") as scope:
+        recorder.emit(make_embedding_event(model="m-"))
+    (delivered,) = sink.events
+    assert delivered.model == "m-ab"
+    assert scope.events == [delivered]
+    assert second.seen[0].model == "m-a"
+
+
+def test_without_processors_sinks_get_the_very_event_emitted() -> None:
+    sink = ListSink()
+    event = make_embedding_event()
+    Recorder([sink]).emit(event)
+    assert sink.events[0] is event
+
+
+def test_a_failing_processor_is_skipped_counted_and_logged_once_per_error_type() -> None:
+    sink = ListSink()
+    after = Tag("z")
+    recorder = Recorder([sink], processors=[Raises(), Raises(KeyError), after])
+    with capture_logs() as logs:
+        for _ in range(5):
+            recorder.emit(make_embedding_event(model="m-"))
+    assert [event.model for event in sink.events] == ["m-z"] * 5  # the event went on
+    assert [event.model for event in after.seen] == ["m-"] * 5
+    assert recorder.stats["0:ListSink"].delivered == 5
+    stats = recorder.processor_stats
+    assert stats["0:Raises"].failures_by_type == {"RuntimeError": 5}
+    assert stats["1:Raises"].failures_by_type == {"KeyError": 5}
+    assert stats["2:Tag"].failed == 0
+    warnings = processor_failed_logs(logs)
+    assert {(w["processor"], w["error_type"]) for w in warnings} == {
+        ("0:Raises", "RuntimeError"),
+        ("1:Raises", "KeyError"),
+    }
+    assert len(warnings) == 2
+    assert SENTINEL not in repr(logs)
+    assert recorder.pricing_failures == 0  # none of them prices
+
+
+def test_a_processor_that_returns_no_event_is_isolated() -> None:
+    class Forgets:
+        def process(self, event: Event) -> Event:
+            return cast(Event, None)
+
+    sink = ListSink()
+    event = make_embedding_event()
+    recorder = Recorder([sink], processors=[Forgets()])
+    recorder.emit(event)
+    assert sink.events == [event]
+    assert recorder.processor_stats["0:Forgets"].failures_by_type == {"TypeError": 1}
+
+
+def test_processor_stats_is_a_snapshot() -> None:
+    recorder = Recorder(processors=[Raises()])
+    recorder.emit(make_embedding_event())
+    snapshot = recorder.processor_stats
+    recorder.emit(make_embedding_event())
+    assert snapshot["0:Raises"].failed == 1
+    assert recorder.processor_stats["0:Raises"].failed == 2
+
+
+def test_recorder_refuses_a_processor_that_cannot_process() -> None:
+    with pytest.raises(TypeError, match="process"):
+        Recorder(processors=[cast(Processor, object())])
+
+
+# --- the call-scope hook --------------------------------------------------------------------
+
+
+class Collector:
+    """The smallest call scope: an id and a list."""
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        self.events: list[Event] = []
+
+    def add(self, event: Event) -> None:
+        self.events.append(event)
+
+
+def test_any_call_scope_receives_the_events_emitted_while_it_is_open() -> None:
+    recorder = Recorder()
+    scope: CallScope = Collector("job-7")
+    assert not recorder.active
+    token = enter_scope(scope)
+    try:
+        assert current_scope() is scope
+        assert recorder.active
+        assert spanledger.current_request() is None  # open, but not a request scope
+        recorder.emit(make_embedding_event())
+    finally:
+        exit_scope(token)
+    assert current_scope() is None
+    recorder.emit(make_embedding_event())
+    assert len(cast(Collector, scope).events) == 1
+
+
+def test_exit_scope_restores_the_enclosing_scope() -> None:
+    with request("outer") as outer:
+        token = enter_scope(Collector("inner"))
+        exit_scope(token)
+        assert current_scope() is outer
+        assert current_request() is outer
+
+
+def test_current_scope_is_the_context_variables_own_get() -> None:
+    """Every recorded call reads it: no wrapper frame on the hot path."""
+    assert isinstance(getattr(current_scope, "__self__", None), contextvars.ContextVar)
+
+
+def test_a_scope_that_raises_never_fails_the_call() -> None:
+    class Broken(Collector):
+        def add(self, event: Event) -> None:
+            raise RuntimeError(SENTINEL)
+
+    sink = ListSink()
+    recorder = Recorder([sink])
+    token = enter_scope(Broken("b"))
+    try:
+        with capture_logs() as logs:
+            recorder.emit(make_embedding_event())
+            recorder.emit(make_embedding_event())
+    finally:
+        exit_scope(token)
+    assert len(sink.events) == 2
+    assert [entry["error_type"] for entry in logs if entry["event"] == "scope_failed"] == [
+        "RuntimeError"
+    ]
+    assert SENTINEL not in repr(logs)
+
+
+def test_request_scopes_live_with_attribution() -> None:
+    assert spanledger.RequestScope is RequestScope
+    assert spanledger.request is spanledger.attribution.request
+    assert spanledger.current_request is spanledger.attribution.current_request
+    with request("r") as scope:
+        assert isinstance(scope, RequestScope)

@@ -1,5 +1,8 @@
 """spanledger: tracing and cost accounting for embedding and rerank calls."""
 
+from spanledger import instrumentation
+from spanledger._version import __version__
+from spanledger.attribution import RequestScope, current_request, request
 from spanledger.configure import configure
 from spanledger.errors import ConfigurationError, ErrorCategory, Fingerprint, ProviderError
 from spanledger.eventlog import EventLog, LogProblem, read_events
@@ -17,18 +20,8 @@ from spanledger.events import (
     ScoredDocument,
 )
 from spanledger.exporters import ConsoleSink, JsonlSink
-from spanledger.instrument import instrument, record_embedding, record_rerank, uninstrument
-from spanledger.recorder import (
-    Recorder,
-    RequestScope,
-    current_request,
-    get_recorder,
-    request,
-    set_default_recorder,
-    use,
-)
-
-__version__ = "0.1.0"
+from spanledger.instrumentation import instrument, record_embedding, record_rerank, uninstrument
+from spanledger.recorder import Recorder, get_recorder, set_default_recorder, use
 
 __all__ = [
     "CallStarted",
@@ -57,6 +50,7 @@ __all__ = [
     "current_request",
     "get_recorder",
     "instrument",
+    "instrumentation",
     "read_events",
     "record_embedding",
     "record_rerank",

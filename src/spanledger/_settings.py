@@ -16,8 +16,8 @@ from os import PathLike
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from spanledger.costs import Pricer
 from spanledger.errors import ConfigurationError
+from spanledger.ledger.pricer import Pricer
 from spanledger.ledger.prices import PriceTable, PriceTableError, brief_repr
 
 __all__ = [

@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spanledger import _settings as settings
-from spanledger.costs import Pricer
 from spanledger.errors import ConfigurationError
 from spanledger.exporters.console import ConsoleSink
 from spanledger.exporters.jsonl import JsonlSink
 from spanledger.exporters.pipelines import OtlpSettings, langfuse_pipeline, otel_pipeline
-from spanledger.ledger.prices import PriceTable
+from spanledger.ledger import Pricer, PriceTable
 from spanledger.recorder import DEFAULT_SHUTDOWN_TIMEOUT, Recorder, SinkLike, set_default_recorder
 
 if TYPE_CHECKING:

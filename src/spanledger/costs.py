@@ -5,6 +5,9 @@
 for an attempt abandoned after sending), ``unpriced`` (no entry, an ambiguous entry, or a
 missing rate), ``unmetered`` (the provider reported no usage; only a per-request rate can be
 charged) or ``not_billed`` (the call failed where the provider bills nothing).
+
+Pure records: this module imports nothing of spanledger (events carry a ``CostLine``; what
+prices an event, ``Pricer``, lives in ``spanledger.ledger``).
 """
 
 from __future__ import annotations
@@ -12,10 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    from spanledger.events import Event
 
 __all__ = [
     "CHARGED_STATUSES",
@@ -24,7 +23,6 @@ __all__ = [
     "CostCode",
     "CostLine",
     "CostStatus",
-    "Pricer",
 ]
 
 
@@ -76,10 +74,3 @@ class CostLine:
     def is_known(self) -> bool:
         """Whether ``amount`` is the whole cost (priced, estimated or not billed)."""
         return self.status in KNOWN_STATUSES
-
-
-@runtime_checkable
-class Pricer(Protocol):
-    """Anything that prices an event (``spanledger.ledger.Ledger``)."""
-
-    def price(self, event: Event) -> CostLine: ...

@@ -14,12 +14,12 @@ import math
 from pathlib import Path
 from typing import TextIO
 
-from spanledger.attribution import ServedFrame
+from spanledger.attribution import ServedFrame, request
 from spanledger.configure import configure
 from spanledger.errors import ProviderError
 from spanledger.eventlog import read_events
 from spanledger.exporters import ConsoleSink, JsonlSink
-from spanledger.ledger import example_prices_path, with_fallback
+from spanledger.ledger import example_prices_path
 from spanledger.providers import (
     CohereEmbeddings,
     CohereReranker,
@@ -33,9 +33,10 @@ from spanledger.providers import (
     VoyageEmbeddings,
     VoyageReranker,
 )
-from spanledger.recorder import Recorder, request, use
+from spanledger.providers.fallback import with_fallback
+from spanledger.recorder import Recorder, use
 from spanledger.reporting import run_report
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 __all__ = ["ANSWER", "PASSAGES", "QUESTION", "run_demo", "run_tour"]
 
@@ -77,7 +78,7 @@ def run_demo(events_path: Path, out: TextIO) -> int:
         out.write(f"stand-in listening on {standin.url}; prices: {example_prices_path().name}\n\n")
         embedder = CohereEmbeddings("embed-v4.0", base_url=standin.base_url("cohere"))
         slow_reranker = VoyageReranker(
-            "rerank-2.5", base_url=standin.base_url("voyage", "slow-3000")
+            "rerank-2.5", base_url=standin.base_url("voyageai", "slow-3000")
         )
         reranker = CohereReranker("rerank-v3.5", base_url=standin.base_url("cohere"))
         try:
@@ -137,13 +138,13 @@ def run_tour(events_path: Path, out: TextIO) -> int:
             CohereEmbeddings("embed-v4.0", base_url=standin.base_url("cohere")),
             JinaEmbeddings("jina-embeddings-v3", base_url=standin.base_url("jina")),
             TEIEmbeddings("BAAI/bge-small-en-v1.5", base_url=standin.base_url("tei")),
-            VoyageEmbeddings("voyage-3.5", base_url=standin.base_url("voyage")),
+            VoyageEmbeddings("voyage-3.5", base_url=standin.base_url("voyageai")),
         ]
         rerankers: list[RerankProvider] = [
             CohereReranker("rerank-v3.5", base_url=standin.base_url("cohere")),
             JinaReranker("jina-reranker-v2-base-multilingual", base_url=standin.base_url("jina")),
             TEIReranker("BAAI/bge-reranker-base", base_url=standin.base_url("tei")),
-            VoyageReranker("rerank-2.5", base_url=standin.base_url("voyage")),
+            VoyageReranker("rerank-2.5", base_url=standin.base_url("voyageai")),
         ]
         try:
             for embedder in embedders:
@@ -163,7 +164,7 @@ def run_tour(events_path: Path, out: TextIO) -> int:
             for reranker in rerankers:
                 reranker.rerank(QUESTION, PASSAGES, top_k=3)
 
-            failing = VoyageReranker("fail-429", base_url=standin.base_url("voyage"))
+            failing = VoyageReranker("fail-429", base_url=standin.base_url("voyageai"))
             try:
                 failing.rerank(QUESTION, PASSAGES)
             except ProviderError as error:

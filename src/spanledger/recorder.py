@@ -1,8 +1,15 @@
-"""Where events go: the current recorder, sink isolation, and request scopes.
+"""Where events go: the current recorder, its processor pipeline, sink isolation, and the
+call-scope hook.
 
-Providers hand each finished call's event to the current recorder, which fans it out to its
-sinks. A sink that raises never reaches the caller: the failure is counted per sink and logged
-once per sink and error type, without the exception message (messages can carry payload).
+Providers hand each finished call's event to the current recorder. Its processors run first, in
+order (pricing is one), each turning the event into the one the sinks receive; then the event goes
+to the open call scope, if any, and to every sink. A processor or sink that raises never reaches
+the caller: the failure is counted per processor or sink and logged once per processor or sink
+and error type, without the exception message (messages can carry payload).
+
+The call scope is a generic hook: the recorder knows only that a scope has a ``request_id`` and
+takes events (``CallScope``). Request scopes with frames and reports are built on it in
+``spanledger.attribution``, which sits above the recorder.
 """
 
 from __future__ import annotations
@@ -10,36 +17,41 @@ from __future__ import annotations
 import contextlib
 import inspect
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from os import PathLike
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import structlog
 
 from spanledger import _forksafe
-from spanledger.attribution.tracker import FrameTracker
-from spanledger.costs import Pricer
 from spanledger.errors import ConfigurationError
-from spanledger.events import AttributionRecord, CallStarted, Event
-
-if TYPE_CHECKING:
-    from spanledger.attribution.bill import RequestReport
-    from spanledger.ledger.prices import PriceTable
+from spanledger.events import (
+    AttributionRecord,
+    CallStarted,
+    EmbeddingEvent,
+    EmbeddingFailedEvent,
+    Event,
+    RerankEvent,
+    RerankFailedEvent,
+)
+from spanledger.ledger import Pricer, PriceTable, Pricing
 
 __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT",
+    "CallScope",
+    "Processor",
+    "ProcessorStats",
     "Recorder",
-    "RequestScope",
     "Sink",
     "SinkStats",
     "checked_timeout",
-    "current_request",
+    "current_scope",
+    "enter_scope",
+    "exit_scope",
     "get_recorder",
-    "request",
     "set_default_recorder",
     "use",
 ]
@@ -61,10 +73,29 @@ class StartAwareSink(Protocol):
     def call_started(self, started: CallStarted) -> None: ...
 
 
+@runtime_checkable
+class Processor(Protocol):
+    """Turns each event into the one the sinks receive (a copy with a field set, say), before
+    fan-out. ``spanledger.ledger.Pricing`` is one."""
+
+    def process(self, event: Event) -> Event: ...
+
+
+class CallScope(Protocol):
+    """A scope open around calls: the ``request_id`` they carry, and a place for their events
+    (``spanledger.attribution.RequestScope`` is one)."""
+
+    request_id: str
+
+    def add(self, event: Event) -> None: ...
+
+
 SinkLike = Sink | Callable[[Event], None]
 
 DEFAULT_SHUTDOWN_TIMEOUT = 5.0
 """Seconds ``Recorder.shutdown()`` may take in all, whatever state the backends are in."""
+
+_EVENT_TYPES = (EmbeddingEvent, EmbeddingFailedEvent, RerankEvent, RerankFailedEvent)
 
 
 @dataclass
@@ -73,6 +104,15 @@ class SinkStats:
 
     name: str
     delivered: int = 0
+    failed: int = 0
+    failures_by_type: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ProcessorStats:
+    """Failure counts for one processor: events it let through unchanged because it raised."""
+
+    name: str
     failed: int = 0
     failures_by_type: dict[str, int] = field(default_factory=dict)
 
@@ -141,22 +181,45 @@ class _SinkSlot:
         self.logged: set[str] = set()
 
 
-class Recorder:
-    """Fans events out to sinks, isolating each sink's failures from the caller.
+class _ProcessorSlot:
+    __slots__ = ("logged", "name", "process", "processor", "stats")
 
-    With ``prices`` (a ``PriceTable``, a path to one, or a ``Ledger``) every event is priced
-    as it is emitted: sinks receive it with its ``cost`` line. ``shutdown_timeout`` bounds
-    ``flush()`` and ``shutdown()`` in seconds, over all sinks together.
+    def __init__(self, processor: Processor, position: int) -> None:
+        process = getattr(processor, "process", None)
+        if not callable(process):
+            raise TypeError("a processor needs a process(event) method")
+        self.processor = processor
+        self.process: Callable[[Event], object] = process
+        self.name = f"{position}:{type(processor).__name__}"
+        self.stats = ProcessorStats(self.name)
+        self.logged: set[str] = set()
+
+
+class Recorder:
+    """Runs each event through its processors, then fans it out to the open call scope and
+    every sink, isolating each processor's and sink's failures from the caller.
+
+    ``processors`` run in order; one that raises (or returns something that is not an event)
+    is skipped for that event, counted and logged. ``prices`` (a ``Pricer`` such as a
+    ``Ledger``, a ``PriceTable``, or a path to one) is a shorthand that puts a
+    ``spanledger.ledger.Pricing`` processor first, so sinks receive each event with its ``cost``
+    line. ``shutdown_timeout`` bounds ``flush()`` and ``shutdown()`` in seconds, over all sinks
+    together.
     """
 
     def __init__(
         self,
         sinks: Iterable[SinkLike] = (),
         *,
+        processors: Iterable[Processor] = (),
         prices: Pricer | PriceTable | str | PathLike[str] | None = None,
         shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
     ) -> None:
         self.shutdown_timeout = checked_timeout(shutdown_timeout)
+        pipeline = list(processors)
+        if prices is not None:
+            pipeline.insert(0, Pricing(prices))
+        self._processors = tuple(_ProcessorSlot(p, i) for i, p in enumerate(pipeline))
         self._slots = tuple(_SinkSlot(sink, i) for i, sink in enumerate(sinks))
         self._starters = tuple((slot, slot.start) for slot in self._slots if slot.start is not None)
         starting = {id(slot) for slot, _ in self._starters}
@@ -166,18 +229,24 @@ class Recorder:
         self.wants_call_started = bool(self._starters)
         """Whether any sink takes start notices (callers skip building one otherwise)."""
         self._lock = _forksafe.lock(self, "_lock")
-        self.ledger: Pricer | None = None
-        if isinstance(prices, Pricer):
-            self.ledger = prices
-        elif prices is not None:
-            from spanledger.ledger.pricing import Ledger
-
-            self.ledger = Ledger(prices)
-        self._pricing_failures = 0
+        self._scope_logged: set[str] = set()
 
     @property
     def sinks(self) -> tuple[SinkLike, ...]:
         return tuple(slot.sink for slot in self._slots)
+
+    @property
+    def processors(self) -> tuple[Processor, ...]:
+        """The processor pipeline, in the order it runs (a ``prices`` shorthand first)."""
+        return tuple(slot.processor for slot in self._processors)
+
+    @property
+    def ledger(self) -> Pricer | None:
+        """The pricer of the first ``Pricing`` processor, if the recorder prices events."""
+        for slot in self._processors:
+            if isinstance(slot.processor, Pricing):
+                return slot.processor.pricer
+        return None
 
     @property
     def stats(self) -> dict[str, SinkStats]:
@@ -194,8 +263,29 @@ class Recorder:
             }
 
     @property
+    def processor_stats(self) -> dict[str, ProcessorStats]:
+        """Per-processor failure counts, keyed by ``"<position>:<processor type>"``."""
+        with self._lock:
+            return {
+                slot.name: ProcessorStats(
+                    slot.name, slot.stats.failed, dict(slot.stats.failures_by_type)
+                )
+                for slot in self._processors
+            }
+
+    @property
+    def pricing_failures(self) -> int:
+        """Events that reached the sinks unpriced because a ``Pricing`` processor failed."""
+        with self._lock:
+            return sum(
+                slot.stats.failed
+                for slot in self._processors
+                if isinstance(slot.processor, Pricing)
+            )
+
+    @property
     def active(self) -> bool:
-        """Whether an event emitted now would reach anyone (a sink or a request scope)."""
+        """Whether an event emitted now would reach anyone (a sink or a call scope)."""
         return bool(self._slots) or _current_scope.get() is not None
 
     def call_started(self, started: CallStarted) -> None:
@@ -207,15 +297,17 @@ class Recorder:
                 self._count_failure(slot, exc, "call_started")
 
     def emit(self, event: Event) -> None:
-        """Price the event (when a ledger is set), then deliver it to the request scope and
-        every sink. Sinks that heard the call start go first, in the reverse order, so what they
-        made current (a live span) is ended as nested blocks end; the others follow in order,
-        outside it."""
-        if self.ledger is not None and event.cost is None:
-            event = self._priced(event)
+        """Run the processors, then deliver the event to the call scope and every sink. Sinks
+        that heard the call start go first, in the reverse order, so what they made current (a
+        live span) is ended as nested blocks end; the others follow in order, outside it."""
+        if self._processors:
+            event = self._processed(event)
         scope = _current_scope.get()
         if scope is not None:
-            scope.add(event)
+            try:
+                scope.add(event)
+            except Exception as exc:
+                self._scope_failed(exc)
         for slot in self._enders:
             try:
                 slot.emit(event)
@@ -236,24 +328,19 @@ class Recorder:
             except Exception as exc:
                 self._count_failure(slot, exc, "attribution")
 
-    def _priced(self, event: Event) -> Event:
-        assert self.ledger is not None
-        try:
-            return event.model_copy(update={"cost": self.ledger.price(event)})
-        except Exception as exc:
-            with self._lock:
-                self._pricing_failures += 1
-                first = self._pricing_failures == 1
-            if first:
-                with contextlib.suppress(Exception):
-                    _log.warning("pricing_failed", error_type=type(exc).__name__)
-            return event
-
-    @property
-    def pricing_failures(self) -> int:
-        """Events that reached the sinks unpriced because the ledger raised."""
-        with self._lock:
-            return self._pricing_failures
+    def _processed(self, event: Event) -> Event:
+        """The event after every processor; a failing processor's step is skipped."""
+        for slot in self._processors:
+            try:
+                result = slot.process(event)
+            except Exception as exc:
+                self._processor_failed(slot, type(exc).__name__)
+                continue
+            if isinstance(result, _EVENT_TYPES):
+                event = result
+            else:  # a processor bug must not hand the sinks something that is not an event
+                self._processor_failed(slot, "TypeError")
+        return event
 
     def flush(self, timeout: float | None = None) -> None:
         """Ask every sink that can to write out what it holds, within ``timeout`` seconds in
@@ -308,6 +395,27 @@ class Recorder:
             with contextlib.suppress(Exception):  # a broken log stream must not break the call
                 _log.warning("sink_failed", sink=slot.name, stage=stage, error_type=error_type)
 
+    def _processor_failed(self, slot: _ProcessorSlot, error_type: str) -> None:
+        with self._lock:
+            slot.stats.failed += 1
+            slot.stats.failures_by_type[error_type] = (
+                slot.stats.failures_by_type.get(error_type, 0) + 1
+            )
+            first = error_type not in slot.logged
+            slot.logged.add(error_type)
+        if first:
+            with contextlib.suppress(Exception):
+                _log.warning("processor_failed", processor=slot.name, error_type=error_type)
+
+    def _scope_failed(self, exc: Exception) -> None:
+        error_type = type(exc).__name__
+        with self._lock:
+            first = error_type not in self._scope_logged
+            self._scope_logged.add(error_type)
+        if first:
+            with contextlib.suppress(Exception):
+                _log.warning("scope_failed", error_type=error_type)
+
 
 _NOOP = Recorder()
 _default: Recorder | None = None
@@ -349,81 +457,24 @@ class use:
         _current.reset(self._token)
 
 
-class RequestScope:
-    """The calls made while serving one request, joined by ``request_id``, and the frames
-    (retrieved passages) the request served, rendered into its prompt and got cited for."""
+# --------------------------------------------------------------------------- the scope hook
 
-    def __init__(self, request_id: str) -> None:
-        if not request_id:
-            raise ValueError("request_id must be a non-empty string")
-        self.request_id = request_id
-        self._events: list[Event] = []
-        self._lock = _forksafe.lock(self, "_lock")
-        self.frames = FrameTracker()
-        self.serve = self.frames.serve
-        self.select = self.frames.select
-        self.render = self.frames.render
-        self.cite = self.frames.cite
-        self.cite_from_text = self.frames.cite_from_text
-        self.reject = self.frames.reject
+_current_scope: ContextVar[CallScope | None] = ContextVar("spanledger_scope", default=None)
 
-    def report(
-        self,
-        *,
-        prices: Pricer | PriceTable | str | PathLike[str] | None = None,
-        budget_requested: int | None = None,
-        emit: bool = True,
-    ) -> RequestReport:
-        """The request's attribution joined to its bill. Events already priced by the
-        recorder keep their cost lines; ``prices`` prices the others. With ``emit`` the summary
-        goes to the current recorder's sinks (event log, span attributes, metrics, Langfuse)."""
-        from spanledger.attribution.bill import RequestReport
+current_scope: Callable[[], CallScope | None] = _current_scope.get
+"""The innermost open call scope, if any. It is the context variable's own ``get``, bound once,
+because every recorded call reads it to stamp its ``request_id``."""
 
-        ledger: Pricer | None = None
-        if isinstance(prices, Pricer):
-            ledger = prices
-        elif prices is not None:
-            from spanledger.ledger.pricing import Ledger
-
-            ledger = Ledger(prices, warn=False)
-        report = RequestReport.build(
-            self.request_id,
-            self.frames.report(budget_requested=budget_requested),
-            self.events,
-            ledger,
-        )
-        if emit:
-            get_recorder().record_attribution(report.record())
-        return report
-
-    @property
-    def events(self) -> list[Event]:
-        """The events emitted inside this scope, in emission order (a copy)."""
-        with self._lock:
-            return list(self._events)
-
-    def add(self, event: Event) -> None:
-        with self._lock:
-            self._events.append(event)
-
-    def __repr__(self) -> str:
-        return f"RequestScope(request_id={self.request_id!r}, events={len(self._events)})"
+current_request = current_scope
+"""Deprecated alias of ``current_scope``, kept while providers and instrumentation still import
+it from here; ``spanledger.current_request`` (attribution's) is the public one."""
 
 
-_current_scope: ContextVar[RequestScope | None] = ContextVar("spanledger_request", default=None)
+def enter_scope(scope: CallScope) -> Token[CallScope | None]:
+    """Open ``scope`` around the calls that follow in this context; ``exit_scope`` closes it."""
+    return _current_scope.set(scope)
 
 
-def current_request() -> RequestScope | None:
-    """The innermost open request scope, if any."""
-    return _current_scope.get()
-
-
-@contextmanager
-def request(request_id: str) -> Iterator[RequestScope]:
-    """Open a request scope: calls inside carry ``request_id`` and are kept on the scope."""
-    scope = RequestScope(request_id)
-    token = _current_scope.set(scope)
-    try:
-        yield scope
-    finally:
-        _current_scope.reset(token)
+def exit_scope(token: Token[CallScope | None]) -> None:
+    """Close the scope that ``enter_scope`` opened, restoring the one around it."""
+    _current_scope.reset(token)

@@ -33,7 +33,7 @@ from spanledger.providers import (
     RerankProvider,
     VoyageReranker,
 )
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 SENTINEL = "SENTINEL-attr-7d3f19-do-not-leak"
 """Put in passages, queries and answers; must never appear in a record, span or score."""
@@ -118,7 +118,7 @@ class Providers:
     def slow_voyage_reranker(self, delay_ms: int) -> RerankProvider:
         provider = VoyageReranker(
             "rerank-2.5",
-            base_url=self.standin.base_url("voyage", f"slow-{delay_ms}"),
+            base_url=self.standin.base_url("voyageai", f"slow-{delay_ms}"),
             api_key=API_KEY,
         )
         self._built.append(provider)

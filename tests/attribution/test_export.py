@@ -24,12 +24,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import spanledger
 from spanledger import JsonlSink, Recorder, read_events
-from spanledger.attribution import RequestReport, ServedFrame
+from spanledger.attribution import RequestReport, RequestScope, ServedFrame
 from spanledger.events import AttributionRecord
 from spanledger.exporters.langfuse import LangfuseExporter
 from spanledger.exporters.otel import OtelExporter
 from spanledger.ledger import example_prices_path
-from spanledger.recorder import RequestScope
 
 from .conftest import PASSAGES, QUESTION, SENTINEL, PostRecorder, Providers
 

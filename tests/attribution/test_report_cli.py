@@ -23,7 +23,7 @@ from spanledger import JsonlSink, Recorder, read_events
 from spanledger.cli import main
 from spanledger.events import AttributionRecord
 from spanledger.ledger import example_prices_path
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 from .conftest import PASSAGES, QUESTION, SENTINEL, Providers, accounting_tokens
 

@@ -20,12 +20,13 @@ from spanledger.attribution import (
     FrameLike,
     ProblemKind,
     RequestReport,
+    RequestScope,
     ServedFrame,
 )
 from spanledger.costs import CostStatus
 from spanledger.events import AttributionRecord
-from spanledger.ledger import Ledger, awith_fallback, example_prices_path, with_fallback
-from spanledger.recorder import RequestScope
+from spanledger.ledger import Ledger, example_prices_path
+from spanledger.providers.fallback import awith_fallback, with_fallback
 
 from .conftest import (
     PASSAGES,

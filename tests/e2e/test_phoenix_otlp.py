@@ -36,7 +36,7 @@ import spanledger
 from spanledger import ErrorCategory, ProviderError
 from spanledger.exporters.otel import OtelExporter
 from spanledger.providers import CohereEmbeddings, CohereReranker, JinaReranker, TEIEmbeddings
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 from .phoenix_backend import HOST, PhoenixServer
 

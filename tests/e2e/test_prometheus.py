@@ -16,7 +16,7 @@ from spanledger.exporters.otel import OtelExporter
 from spanledger.exporters.prometheus import PrometheusEndpoint
 from spanledger.ledger import example_prices_path
 from spanledger.providers import CohereEmbeddings, CohereReranker, JinaReranker, TEIEmbeddings
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 from .conftest import require_backend
 from .prometheus_backend import PrometheusServer, find_binary

@@ -33,7 +33,7 @@ from spanledger import ErrorCategory, Event, ProviderError
 from spanledger.exporters.delivery import DeliveryStats
 from spanledger.exporters.langfuse import LangfuseExporter
 from spanledger.providers import CohereEmbeddings, CohereReranker, JinaReranker, TEIEmbeddings
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 from .otlp_receiver import TRACES_PATH, OtlpReceiver, ReceivedSpan
 

@@ -52,7 +52,7 @@ from spanledger.providers import (
     VoyageEmbeddings,
     VoyageReranker,
 )
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 SENTINEL = "SENTINEL-c0ffee-do-not-leak"
 """Put in inputs, queries, documents and extras; must not appear unless payload is opted in."""
@@ -65,13 +65,13 @@ EMBEDDERS: dict[str, Callable[..., EmbeddingProvider]] = {
     "cohere": CohereEmbeddings,
     "jina": JinaEmbeddings,
     "tei": TEIEmbeddings,
-    "voyage": VoyageEmbeddings,
+    "voyageai": VoyageEmbeddings,
 }
 RERANKERS: dict[str, Callable[..., RerankProvider]] = {
     "cohere": CohereReranker,
     "jina": JinaReranker,
     "tei": TEIReranker,
-    "voyage": VoyageReranker,
+    "voyageai": VoyageReranker,
 }
 
 

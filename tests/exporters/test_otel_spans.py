@@ -20,7 +20,7 @@ from spanledger import ProviderError
 from spanledger.events import EmbeddingEvent, Event, RerankEvent
 from spanledger.exporters.otel import OtelExporter
 from spanledger.providers import CohereEmbeddings
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 from .conftest import (
     STARTED_AT,

@@ -14,7 +14,7 @@ from spanledger.events import EmbeddingEvent, RerankEvent
 from spanledger.exporters._payload import MIN_PAYLOAD_CAP, capped, json_text
 from spanledger.exporters.langfuse import LangfuseExporter
 from spanledger.exporters.otel import OtelExporter
-from spanledger.standin import standin_vector
+from spanledger.testing import standin_vector
 
 from .conftest import SENTINEL, LangfuseRig, OtelRig, Providers, all_text, embedding_event
 

@@ -22,7 +22,7 @@ from voyageai.client_async import AsyncClient as AsyncVoyageClient
 
 import spanledger
 from spanledger import CallStarted, Event, Recorder
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 API_KEY = "sk-SENTINEL-key-51e0c7"
 QUERY = "what is a tick"
@@ -103,7 +103,7 @@ def _cohere(origin: str, is_async: bool, **options: Any) -> Any:
 def _voyage(origin: str, is_async: bool, **options: Any) -> Any:
     options.setdefault("max_retries", 0)
     kind = AsyncVoyageClient if is_async else VoyageClient
-    return kind(api_key=API_KEY, base_url=f"{origin}/voyage/v1", **options)
+    return kind(api_key=API_KEY, base_url=f"{origin}/voyageai/v1", **options)
 
 
 def _model_dump(result: Any) -> Any:
@@ -149,7 +149,7 @@ OPS = [
         lambda c, m, t: c.embed(t, model=m),
         lambda c, m, t: c.embed(t, model=m),
         lambda r: (type(r), r.embeddings, r.total_tokens),
-        "/voyage/v1/embeddings",
+        "/voyageai/v1/embeddings",
     ),
     Op(
         "voyage-rerank",
@@ -159,7 +159,7 @@ OPS = [
         lambda c, m, t: c.rerank(QUERY, t, model=m),
         lambda c, m, t: c.rerank(QUERY, t, model=m),
         lambda r: (type(r), r.results, r.total_tokens),
-        "/voyage/v1/rerank",
+        "/voyageai/v1/rerank",
     ),
 ]
 OP_IDS = [op.name for op in OPS]

@@ -12,7 +12,7 @@ import urllib3.exceptions
 
 from spanledger import ErrorCategory
 from spanledger.estimates import ABANDONED_ERROR_TYPES
-from spanledger.instrument._errors import describe
+from spanledger.instrumentation._errors import describe
 
 
 def chained(outer: BaseException, inner: BaseException) -> BaseException:

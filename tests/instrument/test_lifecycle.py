@@ -26,8 +26,9 @@ from voyageai.local.model_registry import SUPPORTED_MODELS
 import spanledger
 from spanledger import EmbeddingFailedEvent, ErrorCategory, Recorder
 from spanledger.exporters.otel import OtelExporter
-from spanledger.instrument import _capture, _recording, voyage_client
-from spanledger.standin import StandIn
+from spanledger.instrumentation import _capture, voyage_client
+from spanledger.recording import call as _recording
+from spanledger.testing import StandIn
 from tests.instrument.conftest import API_KEY, OP_IDS, OPS, TEXTS, Op, Tape, tokens
 
 
@@ -39,7 +40,7 @@ def test_instrument_returns_the_client_and_twice_changes_nothing(
 
     assert spanledger.instrument(client) is client
     assert spanledger.instrument(client) is client
-    assert spanledger.instrument.is_instrumented(client)
+    assert spanledger.instrumentation.is_instrumented(client)
     op.call(client, "model-a", TEXTS)
 
     assert len(tape.events) == 1
@@ -63,7 +64,7 @@ def test_uninstrument_restores_the_client(op: Op, standin: StandIn, tape: Tape) 
 
     assert tape.events == []
     assert vars(owner) == before
-    assert not spanledger.instrument.is_instrumented(client)
+    assert not spanledger.instrumentation.is_instrumented(client)
     spanledger.instrument(client)
     op.call(client, "model-a", TEXTS)
     assert len(tape.events) == 1
@@ -192,7 +193,7 @@ def test_a_client_collected_while_another_is_being_instrumented_does_not_deadloc
         import gc, weakref
         import httpx2, openai
         import spanledger
-        from spanledger.instrument import _hooks
+        from spanledger.instrumentation import _hooks
 
         class CollectingOnWrite(weakref.WeakKeyDictionary):
             def __setitem__(self, key, value):
@@ -339,16 +340,18 @@ def test_an_install_that_fails_halfway_leaves_the_client_as_it_was(standin: Stan
         spanledger.instrument(client)
 
     assert "create" not in vars(client.embeddings)
-    assert not spanledger.instrument.is_instrumented(client)
+    assert not spanledger.instrumentation.is_instrumented(client)
 
 
-def test_the_top_level_name_carries_the_whole_package() -> None:
-    package = sys.modules["spanledger.instrument"]
+def test_the_function_and_the_package_are_two_names() -> None:
+    package = sys.modules["spanledger.instrumentation"]
 
     assert {"instrument", "uninstrument", "record_embedding", "record_rerank"} <= set(
         spanledger.__all__
     )
+    assert spanledger.instrumentation is package
+    assert spanledger.instrument is package.instrument
     assert spanledger.uninstrument is package.uninstrument
-    for name in package.__all__:
-        if name != "instrument":
-            assert getattr(spanledger.instrument, name) is getattr(package, name), name
+    assert callable(spanledger.instrument)
+    assert not hasattr(spanledger.instrument, "transport")
+    assert "instrumentation" in spanledger.__all__

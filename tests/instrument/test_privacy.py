@@ -19,7 +19,7 @@ import spanledger
 from spanledger import ConsoleSink, JsonlSink, Recorder
 from spanledger.events import FailedEvent
 from spanledger.exporters.otel import OtelExporter
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 from tests.instrument.conftest import API_KEY, OPS, Tape, openai_over
 
 SENTINEL = "SENTINEL-7b1d-private"
@@ -80,7 +80,7 @@ def test_the_sentinel_and_the_key_appear_nowhere(standin: StandIn, tmp_path: Pat
         ):
             raise ValueError(f"boom {SENTINEL}")
         with httpx.Client(
-            transport=spanledger.instrument.transport(httpx.MockTransport(leaking))
+            transport=spanledger.instrumentation.transport(httpx.MockTransport(leaking))
         ) as raw:
             raw.post("https://api.jina.ai/v1/rerank", json={"query": SENTINEL, "documents": [text]})
 

@@ -11,7 +11,7 @@ import pytest
 import spanledger
 from spanledger import EmbeddingEvent, ErrorCategory, Recorder, RerankEvent
 from spanledger.events import FailedEvent
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 from tests.instrument.conftest import OP_IDS, OPS, TEXTS, Op, Tape, aoutcome
 
 

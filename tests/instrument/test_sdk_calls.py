@@ -17,7 +17,7 @@ from spanledger import (
     RerankFailedEvent,
 )
 from spanledger.estimates import ABANDONED_ERROR_TYPES
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 from tests.instrument.conftest import OP_IDS, OPS, QUERY, TEXTS, Op, Tape, closed_port, outcome
 
 FAILED = (EmbeddingFailedEvent, RerankFailedEvent)

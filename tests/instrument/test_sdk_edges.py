@@ -153,7 +153,6 @@ def test_a_call_a_sink_makes_is_recorded_as_its_own() -> None:
             ("EmbeddingFailedEvent", "outer"),
             ("start", "inner"),
             ("EmbeddingEvent", "inner"),
-            ("start", "outer"),
             ("EmbeddingEvent", "outer"),
         ]
         usage = {event.model: getattr(event, "usage", None) for event in sink.events}
@@ -350,7 +349,7 @@ def test_a_retry_after_a_redirected_attempt_is_a_new_attempt() -> None:
     assert (failed.error_category, failed.status_code) == (ErrorCategory.RATE_LIMIT, 429)
     assert isinstance(succeeded, EmbeddingEvent)
     assert succeeded.usage == EmbeddingUsage(input_tokens=7)
-    assert [kind for kind, _ in tape.log] == ["start", "event", "start", "event"]
+    assert [kind for kind, _ in tape.log] == ["start", "event", "event"]
 
 
 def test_each_attempt_lost_in_a_redirect_loop_is_recorded() -> None:
@@ -367,7 +366,7 @@ def test_each_attempt_lost_in_a_redirect_loop_is_recorded() -> None:
     assert len(server.seen) == 8
     assert len(tape.events) == 2
     assert all(isinstance(event, EmbeddingFailedEvent) for event in tape.events)
-    assert [kind for kind, _ in tape.log] == ["start", "event", "start", "event"]
+    assert [kind for kind, _ in tape.log] == ["start", "event", "event"]
 
 
 @pytest.mark.parametrize(

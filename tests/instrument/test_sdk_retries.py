@@ -26,7 +26,7 @@ from spanledger import (
     RerankFailedEvent,
 )
 from spanledger.exporters.otel import OtelExporter
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 from tests.instrument.conftest import API_KEY, OPS, QUERY, TEXTS, Tape, openai_over
 
 OPENAI_BODY = {
@@ -74,7 +74,11 @@ def test_openai_retry_after_a_429_gives_one_event_per_attempt(tape: Tape) -> Non
     assert succeeded.usage == EmbeddingUsage(input_tokens=7)
     assert failed.call_id != succeeded.call_id
     assert {failed.request_id, succeeded.request_id} == {"turn-retry"}
-    assert [kind for kind, _ in tape.log] == ["start", "event", "start", "event"]
+    assert [kind for kind, _ in tape.log] == ["start", "event", "event"]
+    started = tape.log[0][1]
+    assert {failed.logical_call_id, succeeded.logical_call_id} == {failed.call_id}
+    assert started.call_id == failed.call_id
+    assert [(e.attempt, e.retried) for e in (failed, succeeded)] == [(1, True), (2, False)]
 
 
 @pytest.mark.parametrize(
@@ -144,6 +148,9 @@ def test_cohere_retry_after_a_429_gives_one_event_per_attempt(tape: Tape) -> Non
     assert isinstance(last, EmbeddingEvent)
     assert last.usage == EmbeddingUsage(input_tokens=7)
     assert len({event.call_id for event in tape.events}) == 3
+    assert {event.logical_call_id for event in tape.events} == {first.call_id}
+    assert [event.attempt for event in tape.events] == [1, 2, 3]
+    assert [event.retried for event in tape.events] == [True, True, False]
     assert tape.events[0].server_address == "api.cohere.com"
 
 
@@ -157,6 +164,7 @@ def test_voyage_retries_that_run_out_are_each_recorded(standin: StandIn, tape: T
     for event in tape.events:
         assert isinstance(event, RerankFailedEvent)
         assert (event.status_code, event.retry_after) == (429, 2.0)
+    assert [(e.attempt, e.retried) for e in tape.events] == [(1, True), (2, False)]
 
 
 @pytest.mark.parametrize(
@@ -180,7 +188,7 @@ def test_figures_are_read_even_when_the_sdk_decodes_lazily(
     assert event.usage == EmbeddingUsage(input_tokens=7)
 
 
-def test_each_attempt_is_its_own_span_under_the_callers(
+def test_a_retried_call_is_one_span_under_the_callers(
     tape: Tape, caplog: pytest.LogCaptureFixture
 ) -> None:
     spans = InMemorySpanExporter()
@@ -194,13 +202,16 @@ def test_each_attempt_is_its_own_span_under_the_callers(
         client.embeddings.create(model="text-embedding-3-small", input=["x"])
         assert trace.get_current_span() is turn
 
-    first, second, outer = spans.get_finished_spans()
+    call, outer = spans.get_finished_spans()
     assert outer.name == "turn"
-    for attempt in (first, second):
-        assert attempt.parent is not None
-        assert attempt.parent.span_id == outer.context.span_id
-    assert first.status.status_code is StatusCode.ERROR
-    assert first.end_time is not None
-    assert second.start_time is not None
-    assert first.end_time <= second.start_time
+    assert call.parent is not None
+    assert call.parent.span_id == outer.context.span_id
+    assert call.context.trace_id == outer.context.trace_id
+    assert call.status.status_code is StatusCode.UNSET
+    assert call.attributes is not None
+    assert call.attributes["gen_ai.usage.input_tokens"] == 7
+    [attempt] = [event for event in call.events if event.name == "spanledger.attempt"]
+    assert attempt.attributes is not None
+    assert attempt.attributes["http.response.status_code"] == 429
+    assert attempt.attributes["error.type"] == "provider_rate_limit"
     assert "Failed to detach context" not in caplog.text

@@ -33,7 +33,7 @@ from spanledger.providers import (
     VoyageEmbeddings,
     VoyageReranker,
 )
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 from tests.instrument.conftest import QUERY, TEXTS, Tape, closed_port
 
 Build = Callable[[str, httpx.Client, Recorder], Any]
@@ -51,7 +51,7 @@ EMBEDDERS: dict[str, tuple[str, Build]] = {
         "jina",
         lambda url, c, r: JinaEmbeddings("m", base_url=url, http_client=c, recorder=r),
     ),
-    "voyage": (
+    "voyageai": (
         "voyageai",
         lambda url, c, r: VoyageEmbeddings("m", base_url=url, http_client=c, recorder=r),
     ),
@@ -66,7 +66,7 @@ RERANKERS: dict[str, tuple[str, Build]] = {
         "jina",
         lambda url, c, r: JinaReranker("jina-reranker-v2", base_url=url, http_client=c, recorder=r),
     ),
-    "voyage": (
+    "voyageai": (
         "voyageai",
         lambda url, c, r: VoyageReranker("rerank-2", base_url=url, http_client=c, recorder=r),
     ),
@@ -80,7 +80,7 @@ SHARED = (
     "server_address",
     "server_port",
 )
-WIRE_QUERY_TYPE = {"cohere": "search_query", "jina": "retrieval.query", "voyage": "query"}
+WIRE_QUERY_TYPE = {"cohere": "search_query", "jina": "retrieval.query", "voyageai": "query"}
 
 
 def same_facts(seen: Event, truth: Event, *fields: str) -> None:
@@ -97,12 +97,12 @@ def test_embedding_calls_are_read_as_the_provider_reads_them(
     truth = Tape()
     behaviour = model if vendor == "tei" and model != "m" else None
     url = standin.base_url(vendor, behaviour)
-    client = httpx.Client(transport=spanledger.instrument.transport())
+    client = httpx.Client(transport=spanledger.instrumentation.transport())
     embedder = build(url, client, Recorder([truth]))
     if model != "m" and vendor != "tei":
         embedder._mapping.model = model
 
-    embedder.embed(TEXTS, input_type="query" if vendor in ("cohere", "jina", "voyage") else None)
+    embedder.embed(TEXTS, input_type="query" if vendor in ("cohere", "jina", "voyageai") else None)
 
     [seen], [expected] = tape.events, truth.events
     assert isinstance(seen, EmbeddingEvent)
@@ -122,7 +122,7 @@ def test_rerank_calls_are_read_as_the_provider_reads_them(
 ) -> None:
     _, build = RERANKERS[vendor]
     truth = Tape()
-    client = httpx.Client(transport=spanledger.instrument.transport())
+    client = httpx.Client(transport=spanledger.instrumentation.transport())
     reranker = build(standin.base_url(vendor), client, Recorder([truth]))
 
     reranker.rerank(QUERY, TEXTS, top_k=top_k, return_documents=vendor != "cohere")
@@ -138,7 +138,7 @@ def test_rerank_calls_are_read_as_the_provider_reads_them(
 
 
 def test_a_declared_vendor_wins_over_guessing(standin: StandIn, tape: Tape) -> None:
-    transport = spanledger.instrument.transport(vendors={f"{standin.url}/jina": "jina"})
+    transport = spanledger.instrumentation.transport(vendors={f"{standin.url}/jina": "jina"})
     with httpx.Client(transport=transport) as client:
         client.post(f"{standin.url}/jina/v1/embeddings", json={"model": "m", "input": ["x"]})
 
@@ -155,7 +155,7 @@ def test_other_traffic_passes_through_untouched(standin: StandIn, tape: Tape) ->
         seen.append(request)
         return httpx.Response(200, json={"ok": True})
 
-    transport = spanledger.instrument.transport(httpx.MockTransport(handler))
+    transport = spanledger.instrumentation.transport(httpx.MockTransport(handler))
     with httpx.Client(transport=transport) as client:
         responses = [
             client.get("https://api.openai.com/v1/embeddings"),
@@ -191,7 +191,7 @@ OPENAI_BODY = {
 
 
 def test_the_caller_reads_the_response_exactly_as_before(tape: Tape) -> None:
-    transport = spanledger.instrument.transport(gzip_transport(200, OPENAI_BODY))
+    transport = spanledger.instrumentation.transport(gzip_transport(200, OPENAI_BODY))
     with httpx.Client(transport=transport) as client:
         plain = client.post(
             "https://api.openai.com/v1/embeddings", json={"model": "m", "input": "x"}
@@ -214,7 +214,7 @@ def test_the_caller_reads_the_response_exactly_as_before(tape: Tape) -> None:
 
 def test_an_error_status_is_recorded_with_a_fingerprint(tape: Tape) -> None:
     inner = gzip_transport(429, {"error": "slow down"}, {"retry-after": "5"})
-    with httpx.Client(transport=spanledger.instrument.transport(inner)) as client:
+    with httpx.Client(transport=spanledger.instrumentation.transport(inner)) as client:
         response = client.post(
             "https://api.cohere.com/v2/rerank",
             json={"model": "r", "query": "q", "documents": ["a"]},
@@ -231,7 +231,7 @@ def test_an_error_status_is_recorded_with_a_fingerprint(tape: Tape) -> None:
 
 def test_a_body_that_is_not_the_endpoints_answer_is_an_invalid_response(tape: Tape) -> None:
     inner = httpx.MockTransport(lambda request: httpx.Response(200, content=b"<html>"))
-    with httpx.Client(transport=spanledger.instrument.transport(inner)) as client:
+    with httpx.Client(transport=spanledger.instrumentation.transport(inner)) as client:
         response = client.post(
             "https://api.voyageai.com/v1/rerank",
             json={"model": "rerank-2", "query": "q", "documents": ["a"]},
@@ -261,7 +261,7 @@ def test_an_embeddings_body_without_vectors_is_an_invalid_response(
     tape: Tape, body: bytes, error_type: str
 ) -> None:
     inner = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
-    with httpx.Client(transport=spanledger.instrument.transport(inner)) as client:
+    with httpx.Client(transport=spanledger.instrumentation.transport(inner)) as client:
         response = client.post(
             "https://api.openai.com/v1/embeddings", json={"model": "m", "input": ["x"]}
         )
@@ -275,7 +275,9 @@ def test_an_embeddings_body_without_vectors_is_an_invalid_response(
 
 async def test_a_body_too_deep_to_decode_still_ends_the_async_call(tape: Tape) -> None:
     inner = httpx.MockTransport(lambda request: httpx.Response(200, content=DEEP))
-    async with httpx.AsyncClient(transport=spanledger.instrument.async_transport(inner)) as client:
+    async with httpx.AsyncClient(
+        transport=spanledger.instrumentation.async_transport(inner)
+    ) as client:
         response = await client.post(
             "https://api.cohere.com/v2/rerank", json={"model": "r", "query": "q", "documents": []}
         )
@@ -295,7 +297,7 @@ def test_a_followed_redirect_is_seen_hop_by_hop(tape: Tape) -> None:
             return httpx.Response(307, headers={"location": "/new/v1/embeddings"})
         return httpx.Response(200, json=OPENAI_BODY)
 
-    transport = spanledger.instrument.transport(httpx.MockTransport(handler))
+    transport = spanledger.instrumentation.transport(httpx.MockTransport(handler))
     with httpx.Client(transport=transport, follow_redirects=True) as client:
         response = client.post(
             "https://api.openai.com/old/v1/embeddings", json={"model": "m", "input": ["x"]}
@@ -342,7 +344,7 @@ def test_the_vector_width_follows_the_type_the_request_asked_for(
     width: int,
 ) -> None:
     inner = httpx.MockTransport(lambda request: httpx.Response(200, json=response_body))
-    with httpx.Client(transport=spanledger.instrument.transport(inner)) as client:
+    with httpx.Client(transport=spanledger.instrumentation.transport(inner)) as client:
         client.post(url, json=request_body)
 
     [event] = tape.events
@@ -353,7 +355,7 @@ def test_the_vector_width_follows_the_type_the_request_asked_for(
 def test_a_transport_failure_is_recorded_and_raised_unchanged(tape: Tape) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1/embeddings"
     with (
-        httpx.Client(transport=spanledger.instrument.transport()) as client,
+        httpx.Client(transport=spanledger.instrumentation.transport()) as client,
         pytest.raises(httpx.ConnectError),
     ):
         client.post(url, json={"model": "m", "input": ["x"]})
@@ -364,7 +366,7 @@ def test_a_transport_failure_is_recorded_and_raised_unchanged(tape: Tape) -> Non
 
 
 def test_without_a_recorder_nothing_is_read(standin: StandIn) -> None:
-    with httpx.Client(transport=spanledger.instrument.transport()) as client:
+    with httpx.Client(transport=spanledger.instrumentation.transport()) as client:
         response = client.post(
             f"{standin.base_url('openai')}/v1/embeddings", json={"model": "m", "input": ["x"]}
         )
@@ -374,11 +376,11 @@ def test_without_a_recorder_nothing_is_read(standin: StandIn) -> None:
 
 
 async def test_the_async_transport_records_concurrent_calls(standin: StandIn, tape: Tape) -> None:
-    async with httpx.AsyncClient(transport=spanledger.instrument.async_transport()) as client:
+    async with httpx.AsyncClient(transport=spanledger.instrumentation.async_transport()) as client:
         responses = await asyncio.gather(
             *(
                 client.post(
-                    f"{standin.base_url('voyage')}/v1/embeddings",
+                    f"{standin.base_url('voyageai')}/v1/embeddings",
                     json={"model": "voyage-3", "input": [f"t{n}"] * (n + 1), "input_type": "query"},
                 )
                 for n in range(10)
@@ -394,6 +396,6 @@ async def test_the_async_transport_records_concurrent_calls(standin: StandIn, ta
 
 def test_an_unknown_vendor_name_is_refused() -> None:
     with pytest.raises(ValueError, match="azure"):
-        spanledger.instrument.transport(vendors={"llm.internal": "azure"})
+        spanledger.instrumentation.transport(vendors={"llm.internal": "azure"})
     with pytest.raises(ValueError, match="azure"):
-        spanledger.instrument.async_transport(vendors={"llm.internal": "azure"})
+        spanledger.instrumentation.async_transport(vendors={"llm.internal": "azure"})

@@ -25,7 +25,7 @@ from spanledger.events import (
     RerankUsage,
 )
 from spanledger.ledger import PriceTable, pricing
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _EXAMPLE_LOCATIONS = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -12,15 +13,15 @@ import pytest
 from spanledger import Recorder, RerankUsage
 from spanledger.costs import CostCode, CostLine, CostStatus
 from spanledger.events import RerankEvent, RerankFailedEvent
-from spanledger.ledger import (
+from spanledger.ledger import outcome_spend, price_outcome
+from spanledger.providers import CohereReranker, JinaReranker, RerankProvider, TEIReranker
+from spanledger.providers.fallback import (
+    FallbackAttempt,
     RerankOutcome,
     awith_fallback,
-    outcome_spend,
-    price_outcome,
     with_fallback,
 )
-from spanledger.providers import CohereReranker, JinaReranker, RerankProvider, TEIReranker
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 from .conftest import ListSink, entry, table
 
@@ -275,6 +276,23 @@ def test_failed_then_answered_prices_attempt_by_attempt(chain: Chain) -> None:
     assert answered.status is CostStatus.PRICED
     assert answered.amount == Decimal("0.002")
     assert outcome_spend(lines) == Decimal("0.002")
+
+
+def test_a_failed_attempt_the_provider_did_the_work_for_is_priced_from_its_estimate() -> None:
+    """An unreadable 2xx body: the step failed, but the provider billed the work."""
+    estimate = RerankUsage(search_units=1)
+    attempt = FallbackAttempt(
+        provider="cohere",
+        model="rerank-v3.5",
+        status="failed",
+        reason="provider_invalid_response",
+        started_at=datetime.now(UTC),
+        usage=estimate,
+        usage_estimated=True,
+    )
+    (line,) = price_outcome(PRICES, RerankOutcome(status="degraded", attempts=[attempt]))
+    assert line.status is CostStatus.ESTIMATED
+    assert line.amount == Decimal("0.002")
 
 
 def test_an_unpriced_attempt_makes_the_chain_spend_unknown(chain: Chain) -> None:

@@ -18,7 +18,7 @@ from spanledger.estimates import estimate_embedding_usage, estimate_rerank_usage
 from spanledger.events import EmbeddingFailedEvent, RerankEvent, RerankFailedEvent
 from spanledger.ledger import Ledger, price_usage
 from spanledger.providers import CohereReranker, JinaReranker, OpenAIEmbeddings, TEIReranker
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 from .conftest import (
     EXAMPLE_PRICES,

@@ -14,9 +14,9 @@ from spanledger import JsonlSink, Recorder, RerankUsage, read_events, use
 from spanledger.costs import CostLine, CostStatus
 from spanledger.errors import ProviderError
 from spanledger.events import EmbeddingEvent, Event, RerankEvent
-from spanledger.ledger import Ledger, PriceTable
+from spanledger.ledger import Ledger, PriceTable, Pricing
 from spanledger.providers import CohereReranker, JinaReranker, OpenAIEmbeddings
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 from .conftest import (
     ListSink,
@@ -208,9 +208,16 @@ def test_a_ledger_that_raises_never_fails_the_call(standin: StandIn) -> None:
     assert all(isinstance(event, RerankEvent) for event in sink.events)
     assert all(event.cost is None for event in sink.events)
     assert recorder.stats["0:ListSink"].delivered == 2
-    warnings = [log for log in logs if log.get("event") == "pricing_failed"]
-    assert len(warnings) == 1
-    assert "the ledger broke" not in str(warnings)
+    warnings = [log for log in logs if log.get("event") == "processor_failed"]
+    assert warnings == [
+        {
+            "event": "processor_failed",
+            "processor": "0:Pricing",
+            "error_type": "RuntimeError",
+            "log_level": "warning",
+        }
+    ]
+    assert recorder.processor_stats["0:Pricing"].failures_by_type == {"RuntimeError": 2}
 
 
 def test_a_ledger_that_raises_on_a_failed_call_keeps_the_original_error(
@@ -246,3 +253,45 @@ def test_bad_price_table_path_is_refused_when_the_recorder_is_built(tmp_path: Pa
     path.write_text('[[prices]]\nprovider = "p"\nmodel = "m"\ninput_per_mtok = "-1"\n')
     with pytest.raises(spanledger.ledger.PriceTableError, match="input_per_mtok"):
         Recorder([], prices=path)
+
+
+class SeesCost:
+    """A processor that remembers the cost line each event had when it reached it."""
+
+    def __init__(self) -> None:
+        self.costs: list[CostLine | None] = []
+
+    def process(self, event: Event) -> Event:
+        self.costs.append(event.cost)
+        return event
+
+
+def test_prices_puts_pricing_before_the_other_processors() -> None:
+    sees = SeesCost()
+    recorder = Recorder([], processors=[sees], prices=_prices())
+    pricing, after = recorder.processors
+    assert isinstance(pricing, Pricing)
+    assert after is sees
+    assert recorder.ledger is pricing.pricer
+    recorder.emit(embedding_event())
+    (cost,) = sees.costs
+    assert cost is not None
+    assert cost.status is CostStatus.PRICED
+
+
+def test_pricing_given_as_a_processor_prices_and_counts_its_failures() -> None:
+    sink = ListSink()
+    sees = SeesCost()
+    recorder = Recorder([sink], processors=[sees, Pricing(BrokenLedger())])
+    recorder.emit(embedding_event())
+    assert sees.costs == [None]
+    assert recorder.pricing_failures == 1
+    assert isinstance(recorder.ledger, BrokenLedger)
+    (event,) = sink.events
+    assert event.cost is None
+
+
+def test_pricing_keeps_a_cost_the_event_already_has() -> None:
+    line = CostLine(status=CostStatus.PRICED, amount=Decimal("2"), currency="EUR")
+    event = embedding_event(cost=line)
+    assert Pricing(_prices()).process(event) is event

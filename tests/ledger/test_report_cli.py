@@ -19,7 +19,7 @@ from spanledger.cli import main
 from spanledger.errors import ProviderError
 from spanledger.ledger import PriceTable
 from spanledger.providers import CohereReranker, JinaReranker, OpenAIEmbeddings
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 from .conftest import EXAMPLE_PRICES, REPO_ROOT
 

@@ -16,7 +16,7 @@ from spanledger.events import (
     RerankEvent,
     RerankFailedEvent,
 )
-from spanledger.providers import _driver
+from spanledger.recording import call as recording_core
 
 from .conftest import (
     API_KEY,
@@ -74,7 +74,7 @@ def test_an_event_that_cannot_be_built_still_ends_the_call(
     def broken(fields: Any) -> Any:
         raise ValueError("cannot build")
 
-    monkeypatch.setattr(_driver, builder, broken)
+    monkeypatch.setattr(recording_core, builder, broken)
     if builder == "_embedding_event":
         server.reply(embed_payload("openai", vectors_for(1, width=3)))
         embed(make_embedder("openai", server, recorder), ["a"], is_async=False)

@@ -1,6 +1,6 @@
 """Hostile response bodies for the wire fuzz, grown from each endpoint's valid wire shape.
 
-A body starts as the JSON tree a vendor really answers (``spanledger.standin`` and the
+A body starts as the JSON tree a vendor really answers (``spanledger.testing`` and the
 retrieval wire rules give the shapes), then is mutated: nodes dropped, retyped or replaced by
 garbage figures, non-finite number tokens, lone surrogates, invalid UTF-8, deep nesting; then the
 bytes themselves may be cut, emptied or replaced; then status, headers and content encoding are

@@ -28,7 +28,7 @@ from spanledger.events import Event
 from spanledger.exporters.delivery import DeliveryStats
 from spanledger.exporters.langfuse import LangfuseExporter
 from spanledger.exporters.otel import OtelExporter
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 from tests.exporters.conftest import Providers, SilentServer, closed_port, unique_public_key
 
 TIMED_CALLS = 300

@@ -174,7 +174,7 @@ def test_an_unexpected_failure_while_reading_a_body_is_a_provider_error(
     def broken(*args: object, **kwargs: object) -> object:
         raise KeyError(BODY_SENTINEL)
 
-    monkeypatch.setattr("spanledger.providers.openai.vectors_by_index", broken)
+    monkeypatch.setattr("spanledger.wire.read.vectors_by_index", broken)
     events: list[Event] = []
     body = vectors_body("openai", "[0.1]")
     provider = embedder("openai", raw_answer(body), Recorder([events.append]))

@@ -1007,7 +1007,7 @@ class TransportHarness:
             self.spy = Spy(inner, None)
             self.sync_plain = httpx.Client(transport=plain, **options)
             self.sync_recording = httpx.Client(
-                transport=spanledger.instrument.transport(self.spy), **options
+                transport=spanledger.instrumentation.transport(self.spy), **options
             )
         else:
             aplain: httpx.AsyncBaseTransport = (
@@ -1019,7 +1019,7 @@ class TransportHarness:
             self.spy = Spy(None, ainner)
             self.async_plain = httpx.AsyncClient(transport=aplain, **options)
             self.async_recording = httpx.AsyncClient(
-                transport=spanledger.instrument.async_transport(self.spy), **options
+                transport=spanledger.instrumentation.async_transport(self.spy), **options
             )
 
     def next_log(self) -> Path:

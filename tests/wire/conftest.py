@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 
 @pytest.fixture(scope="module")

@@ -24,20 +24,20 @@ from spanledger.providers import (
     VoyageEmbeddings,
     VoyageReranker,
 )
-from spanledger.standin import StandIn
+from spanledger.testing import StandIn
 
 EMBEDDERS: dict[str, tuple[Callable[..., EmbeddingProvider], bool]] = {
     "openai": (OpenAIEmbeddings, True),
     "cohere": (CohereEmbeddings, True),
     "jina": (JinaEmbeddings, True),
     "tei": (TEIEmbeddings, False),
-    "voyage": (VoyageEmbeddings, True),
+    "voyageai": (VoyageEmbeddings, True),
 }
 RERANKERS: dict[str, Callable[..., RerankProvider]] = {
     "cohere": CohereReranker,
     "jina": JinaReranker,
     "tei": TEIReranker,
-    "voyage": VoyageReranker,
+    "voyageai": VoyageReranker,
 }
 MODES = ["sync", "async"]
 DOCS = ["the moon pulls the sea", "lighthouses warn ships", "tides follow the moon"]
@@ -205,7 +205,7 @@ def test_slow_response_trips_timeout(
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("vendor", ["cohere", "jina", "voyage"])
+@pytest.mark.parametrize("vendor", ["cohere", "jina", "voyageai"])
 def test_connection_reset_is_unavailable(
     standin: StandIn, events: list[Event], vendor: str, mode: str
 ) -> None:
@@ -219,7 +219,7 @@ def test_connection_reset_is_unavailable(
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("model", ["usage-malformed", "usage-missing"])
-@pytest.mark.parametrize("vendor", ["openai", "cohere", "jina", "voyage"])
+@pytest.mark.parametrize("vendor", ["openai", "cohere", "jina", "voyageai"])
 def test_bad_or_missing_usage_is_not_reported(
     standin: StandIn, events: list[Event], vendor: str, model: str, mode: str
 ) -> None:

@@ -1,5 +1,5 @@
 """Attribution: which retrieved frames a request served, rendered and got cited for, joined to
-what the providers billed for that request."""
+what the providers billed for that request; and the request scope that gathers both."""
 
 from spanledger.attribution.bill import RequestReport
 from spanledger.attribution.citations import DEFAULT_CITATION, find_labels, label_map
@@ -10,6 +10,7 @@ from spanledger.attribution.frames import (
     UsageReport,
     token_cost,
 )
+from spanledger.attribution.scope import RequestScope, current_request, request
 from spanledger.attribution.tracker import FrameLike, FrameTracker
 from spanledger.attribution.uses import AttributionReport, ContextUse, Problem, ProblemKind
 
@@ -24,9 +25,12 @@ __all__ = [
     "ProblemKind",
     "ProviderUsage",
     "RequestReport",
+    "RequestScope",
     "ServedFrame",
     "UsageReport",
+    "current_request",
     "find_labels",
     "label_map",
+    "request",
     "token_cost",
 ]

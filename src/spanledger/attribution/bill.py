@@ -14,13 +14,14 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from spanledger.attribution.uses import AttributionReport
-from spanledger.costs import KNOWN_STATUSES, CostLine, Pricer
+from spanledger.costs import KNOWN_STATUSES, CostLine
 from spanledger.events import (
     AttributionRecord,
     EmbeddingEvent,
     Event,
     RerankEvent,
 )
+from spanledger.ledger import Pricer
 
 __all__ = ["RequestReport"]
 

@@ -6,6 +6,11 @@ Langfuse tracks usage and cost only on generation and embedding observations, so
 is that reranks are listed among generations (their name, ``rerank {model}``, and the
 ``operation`` metadata tell them apart). Usage is sent only when the provider reported it:
 an absent ``usage_details`` is "not reported", never "0 tokens".
+
+A call an SDK retried (a 429, say) is one observation too: the last attempt ends it, its
+metadata lists the attempts that were retried (``retried_attempts``) and counts them all
+(``attempts``), and its cost details are what the whole logical call was charged
+(``spanledger.exporters.otel.summed_cost`` says why).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from spanledger import _forksafe
-from spanledger.costs import CHARGED_STATUSES
+from spanledger.costs import CHARGED_STATUSES, CostLine
 from spanledger.events import (
     AttributionRecord,
     CallStarted,
@@ -33,6 +38,7 @@ from spanledger.exporters._payload import (
     payload_fields,
 )
 from spanledger.exporters._text import encodable
+from spanledger.exporters.otel import MAX_ATTEMPT_EVENTS, summed_cost
 
 if TYPE_CHECKING:
     from langfuse import Langfuse
@@ -40,7 +46,7 @@ if TYPE_CHECKING:
     from spanledger.exporters.delivery import DeliveryStats
     from spanledger.exporters.pipelines import LangfusePipeline
 
-__all__ = ["LangfuseExporter", "observation_fields"]
+__all__ = ["LangfuseExporter", "attempt_summary", "observation_fields"]
 _TRACES_KEPT = 10_000
 """Request ids whose trace is remembered (for the attribution score); the oldest go first."""
 _DEFAULT_TIMEOUT = 5.0
@@ -64,6 +70,11 @@ def _name(source: Event | CallStarted) -> str:
 
 def observation_fields(event: Event) -> dict[str, Any]:
     """The ``update`` arguments for ``event``'s observation, payload excluded."""
+    return _fields(event, event.cost)
+
+
+def _fields(event: Event, cost: CostLine | None) -> dict[str, Any]:
+    """``observation_fields`` with the cost line given (a retried call's summed one)."""
     metadata: dict[str, Any] = {
         "spanledger_call_id": event.call_id,
         "provider": encodable(event.provider),
@@ -103,15 +114,50 @@ def observation_fields(event: Event) -> dict[str, Any]:
             metadata["status_code"] = event.status_code
     if usage:
         fields["usage_details"] = usage
-    if event.cost is not None:
-        metadata["cost_status"] = event.cost.status.value
-        if event.cost.code is not None:
-            metadata["cost_reason"] = event.cost.code.value
-        if event.cost.amount is not None and event.cost.status in CHARGED_STATUSES:
-            fields["cost_details"] = {"total": float(event.cost.amount)}
-            metadata["cost_currency"] = event.cost.currency
+    if cost is not None:
+        metadata["cost_status"] = cost.status.value
+        if cost.code is not None:
+            metadata["cost_reason"] = cost.code.value
+        if cost.amount is not None and cost.status in CHARGED_STATUSES:
+            fields["cost_details"] = {"total": float(cost.amount)}
+            metadata["cost_currency"] = cost.currency
     fields["metadata"] = metadata
     return fields
+
+
+def attempt_summary(event: Event) -> dict[str, Any]:
+    """One retried attempt as an entry of ``retried_attempts``: its number and own call id, how
+    it failed, and its own cost (``cost`` only when charged); unknown figures are left out."""
+    summary: dict[str, Any] = {
+        "attempt": event.attempt,
+        "call_id": event.call_id,
+        "latency_ms": event.latency_ms,
+    }
+    if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
+        summary["error_category"] = event.error_category.value
+        if event.status_code is not None:
+            summary["status_code"] = event.status_code
+        if event.retry_after is not None:
+            summary["retry_after"] = event.retry_after
+    cost = event.cost
+    if cost is not None:
+        summary["cost_status"] = cost.status.value
+        if cost.amount is not None and cost.status in CHARGED_STATUSES:
+            summary["cost"] = float(cost.amount)
+            summary["cost_currency"] = cost.currency
+    return summary
+
+
+class _Retried:
+    """A live observation's retried attempts so far (at most ``MAX_ATTEMPT_EVENTS`` listed,
+    the rest counted) and what they were charged."""
+
+    __slots__ = ("cost", "dropped", "summaries")
+
+    def __init__(self, cost: CostLine | None) -> None:
+        self.cost = cost
+        self.summaries: list[dict[str, Any]] = []
+        self.dropped = 0
 
 
 class LangfuseExporter:
@@ -144,6 +190,7 @@ class LangfuseExporter:
         self._owns_client = owns_client
         self._pipeline = pipeline
         self._live: dict[str, Any] = {}
+        self._retried: dict[str, _Retried] = {}
         self._traces: dict[str, str] = {}
         self._lock = _forksafe.lock(self, "_lock")
         _forksafe.after_fork_in_child(self._forget_parent)
@@ -151,6 +198,7 @@ class LangfuseExporter:
     def _forget_parent(self) -> None:
         """In a forked child: the parent's live calls and requests are not the child's."""
         self._live.clear()
+        self._retried.clear()
         self._traces.clear()
 
     def _start(self, source: Event | CallStarted) -> Any:
@@ -194,15 +242,65 @@ class LangfuseExporter:
         )
 
     def emit(self, event: Event) -> None:
+        """End the call's observation (or make one whole, for an event with no start notice);
+        an attempt of a retried call goes to ``_emit_attempt``."""
+        if event.logical_call_id is not None:
+            self._emit_attempt(event, event.logical_call_id)
+            return
         with self._lock:
             observation = self._live.pop(event.call_id, None)
+        self._end(observation, event, observation_fields(event))
+
+    def _end(self, observation: Any, event: Event, fields: dict[str, Any]) -> None:
         if observation is None:
             observation = self._start(event)
         self._remember_trace(event.request_id, observation)
         try:
-            observation.update(**observation_fields(event), **self._payload(event))
+            observation.update(**fields, **self._payload(event))
         finally:
             observation.end()
+
+    def _emit_attempt(self, event: Event, logical: str) -> None:
+        """One attempt of a retried call. While the call's observation is live (it opened on
+        the logical call's start notice), a retried attempt is only noted, and the last one
+        ends the observation with its own fields, the attempts and the summed cost. Without a
+        live observation each attempt is an observation of its own, with its own cost."""
+        retried: _Retried | None = None
+        with self._lock:
+            if event.retried:
+                observation = self._live.get(logical)
+                if observation is not None:
+                    self._note_attempt(event, logical)
+                    return
+            else:
+                observation = self._live.pop(logical, None)
+                retried = self._retried.pop(logical, None)
+        cost = event.cost if retried is None else summed_cost(retried.cost, event.cost)
+        fields = _fields(event, cost)
+        metadata = fields["metadata"]
+        metadata["logical_call_id"] = logical
+        if event.retried:
+            metadata["attempt"] = event.attempt
+        else:
+            metadata["attempts"] = event.attempt
+            if retried is not None:
+                metadata["retried_attempts"] = retried.summaries
+                if retried.dropped:
+                    metadata["retried_attempts_dropped"] = retried.dropped
+        self._end(observation, event, fields)
+
+    def _note_attempt(self, event: Event, logical: str) -> None:
+        """Keep a retried attempt's summary (up to ``MAX_ATTEMPT_EVENTS``) and add its cost to
+        the call's; the caller holds the lock."""
+        retried = self._retried.get(logical)
+        if retried is None:
+            retried = self._retried[logical] = _Retried(event.cost)
+        else:
+            retried.cost = summed_cost(retried.cost, event.cost)
+        if len(retried.summaries) < MAX_ATTEMPT_EVENTS:
+            retried.summaries.append(attempt_summary(event))
+        else:
+            retried.dropped += 1
 
     def _payload(self, event: Event) -> dict[str, Any]:
         if not self.capture_payload:

@@ -7,6 +7,9 @@ the convention lacks. A figure the provider did not report is absent, never ``0`
 
 The span is live while the call runs (it starts on the recorder's start notice and is current
 until the call ends), so it parents under the caller's span and HTTP client spans nest under it.
+A call an SDK retried (a 429, say) is one span too: each attempt that was followed by another is a
+``spanledger.attempt`` span event on it, and the last attempt ends it (``summed_cost`` says what
+its cost is). Metrics stay per attempt: a retried 429 is a real request that failed.
 Only the ``opentelemetry-api`` is needed here; the SDK and exporters are the application's.
 """
 
@@ -25,12 +28,20 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from spanledger import _forksafe
-from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine
+from spanledger.costs import (
+    CHARGED_STATUSES,
+    KNOWN_STATUSES,
+    NOT_PRICED_STATUSES,
+    CostCode,
+    CostLine,
+    CostStatus,
+)
 from spanledger.events import (
     AttributionRecord,
     CallStarted,
     EmbeddingEvent,
     Event,
+    FailedEvent,
     RerankUsage,
 )
 from spanledger.exporters._otel_metrics import (
@@ -58,13 +69,17 @@ if TYPE_CHECKING:
     from spanledger.exporters.pipelines import OtelPipeline
 
 __all__ = [
+    "ATTEMPT_EVENT",
     "DEFAULT_LABEL_SETS",
     "DURATION_BUCKETS",
+    "MAX_ATTEMPT_EVENTS",
     "SHARE_BUCKETS",
     "TOKEN_BUCKETS",
     "OtelExporter",
+    "attempt_attributes",
     "attribution_attributes",
     "latest_semconv_requested",
+    "summed_cost",
 ]
 
 _SCOPE = "spanledger"
@@ -81,6 +96,10 @@ _PAYLOAD_ATTRIBUTES = {
     "results": "spanledger.rerank.results",
     "request_extras": "spanledger.request.extras",
 }
+ATTEMPT_EVENT = "spanledger.attempt"
+"""The span event that records one retried attempt on its logical call's span."""
+MAX_ATTEMPT_EVENTS = 32
+"""Retried attempts rendered per logical call; the rest are counted (their cost still sums)."""
 
 
 def latest_semconv_requested(environ: Mapping[str, str] | None = None) -> bool:
@@ -142,6 +161,12 @@ def _event_opening(event: Event) -> _Opening:
 def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, Any]:
     """Every attribute the span gets for ``event``, payload excluded (``with_identity=False``
     leaves out those already set when the span was opened)."""
+    return _attributes(event, with_identity, event.cost)
+
+
+def _attributes(event: Event, with_identity: bool, cost: CostLine | None) -> dict[str, Any]:
+    """``span_attributes`` with the cost line given: a retried call's span shows what the
+    whole logical call was charged, not its last attempt alone."""
     attributes = _identity(event, _event_opening(event)) if with_identity else {}
     if isinstance(event, EMBEDDING_EVENTS):
         attributes["spanledger.embedding.input_count"] = event.input_count
@@ -169,16 +194,84 @@ def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, An
         else:
             attributes["spanledger.rerank.result_count"] = event.result_count
     else:
-        attributes["error.type"] = event.error_category.value
-        if event.error_type:
-            attributes["spanledger.error.type"] = event.error_type
-        if event.status_code is not None:
-            attributes["http.response.status_code"] = event.status_code
-        if event.retry_after is not None:
-            attributes["spanledger.error.retry_after"] = event.retry_after
+        _add_failure(attributes, event)
+    if cost is not None:
+        attributes.update(cost_attributes(cost))
+    return attributes
+
+
+def _add_failure(attributes: dict[str, Any], event: FailedEvent) -> None:
+    """How a failed call or attempt ended: category, vendor code, HTTP status, Retry-After."""
+    attributes["error.type"] = event.error_category.value
+    if event.error_type:
+        attributes["spanledger.error.type"] = event.error_type
+    if event.status_code is not None:
+        attributes["http.response.status_code"] = event.status_code
+    if event.retry_after is not None:
+        attributes["spanledger.error.retry_after"] = event.retry_after
+
+
+def attempt_attributes(event: Event) -> dict[str, Any]:
+    """A retried attempt's span event: its number and own ``call_id`` (which joins its line in
+    the event log and the ledger), its latency, how it failed, and what it cost."""
+    attributes: dict[str, Any] = {
+        "spanledger.attempt": event.attempt,
+        "spanledger.call_id": event.call_id,
+        "spanledger.attempt.latency_ms": event.latency_ms,
+    }
+    if isinstance(event, FAILED_EVENTS):
+        _add_failure(attributes, event)
     if event.cost is not None:
         attributes.update(cost_attributes(event.cost))
     return attributes
+
+
+def summed_cost(earlier: CostLine | None, later: CostLine | None) -> CostLine | None:
+    """What two attempts of one logical call were charged together.
+
+    A retried call is one span (one observation), so its cost must be what the whole logical
+    call was charged: backends add up ``gen_ai.usage.cost`` (and Langfuse its cost details) per
+    trace, and only the sum keeps their totals equal to the ledger's, which prices every
+    attempt. The last attempt alone would lose an abandoned attempt that may have been billed
+    (a timeout carries an estimated cost); a 429 is ``not_billed`` and adds nothing. Known
+    amounts add up (``estimated`` if either was, else ``priced`` if either was); a total that
+    cannot be stated is not stated: an attempt that is not priced (``unpriced``,
+    ``unmetered``) makes the total that line, one with no cost line at all (pricing failed)
+    makes it ``None``, and amounts in two currencies make it ``unpriced``.
+    """
+    if earlier is None or later is None:
+        return None
+    if later.status not in KNOWN_STATUSES or later.amount is None:
+        return later
+    if earlier.status not in KNOWN_STATUSES or earlier.amount is None:
+        return earlier
+    currency = later.currency or earlier.currency
+    if earlier.currency and earlier.currency != currency:
+        return CostLine(
+            status=CostStatus.UNPRICED,
+            code=CostCode.AMBIGUOUS_PRICE,
+            reason="the attempts were priced in different currencies",
+        )
+    statuses = {earlier.status, later.status}
+    if CostStatus.ESTIMATED in statuses:
+        status = CostStatus.ESTIMATED
+    elif CostStatus.PRICED in statuses:
+        status = CostStatus.PRICED
+    else:
+        status = CostStatus.NOT_BILLED
+    named = later if later.status is status else earlier
+    dimensions = dict(earlier.dimensions)
+    for name, amount in later.dimensions.items():
+        dimensions[name] = dimensions[name] + amount if name in dimensions else amount
+    return CostLine(
+        status=status,
+        amount=earlier.amount + later.amount,
+        currency=currency,
+        reason=named.reason,
+        code=named.code,
+        dimensions=dimensions,
+        price_entry=later.price_entry or earlier.price_entry,
+    )
 
 
 def cost_attributes(line: CostLine) -> dict[str, Any]:
@@ -215,6 +308,18 @@ def attribution_attributes(record: AttributionRecord) -> dict[str, Any]:
             record.spend_per_cited_token
         )
     return attributes
+
+
+class _Retried:
+    """What a live span keeps of its logical call's retried attempts: how many it rendered as
+    span events, how many beyond ``MAX_ATTEMPT_EVENTS`` it only counted, and their cost."""
+
+    __slots__ = ("cost", "dropped", "rendered")
+
+    def __init__(self, cost: CostLine | None) -> None:
+        self.cost = cost
+        self.rendered = 0
+        self.dropped = 0
 
 
 class OtelExporter:
@@ -264,6 +369,7 @@ class OtelExporter:
         self.capture_payload = capture_payload
         self.payload_cap = payload_cap
         self._live: dict[str, tuple[Span, object]] = {}
+        self._retried: dict[str, _Retried] = {}
         self._openings: dict[tuple[str, str, str, str | None, int | None], _Opening] = {}
         self._metrics_in_child = False
         self._renew_lock = _forksafe.lock(self, "_renew_lock")
@@ -282,6 +388,7 @@ class OtelExporter:
         metrics start again, on the child's first call, on a meter provider of its own (built
         then, not here: the SDK renews its locks in fork handlers that run after this one)."""
         self._live.clear()
+        self._retried.clear()
         if self._pipeline is not None and self._metrics is not None:
             self._metrics = None
             del self._providers[1:]
@@ -321,21 +428,20 @@ class OtelExporter:
         self._live[started.call_id] = (span, token)  # one dict operation: atomic
 
     def emit(self, event: Event) -> None:
-        """Finish the call's span (or render it whole, for an event with no start notice)."""
+        """Finish the call's span (or render it whole, for an event with no start notice); an
+        attempt of a retried call goes to ``_emit_attempt``."""
+        if event.logical_call_id is not None:
+            self._emit_attempt(event, event.logical_call_id)
+            return
         live = self._live.pop(event.call_id, None)
         if live is not None:
             span, token = live
             otel_context.detach(token)  # type: ignore[arg-type]
             end_time = None
         else:
-            span = self._tracer.start_span(
-                _event_opening(event)[0],
-                kind=SpanKind.CLIENT,
-                start_time=_ns(event.started_at),
-            )
-            end_time = _ns(event.started_at) + _duration_ns(event.latency_ms)
+            span, end_time = self._whole_span(event)
         try:
-            self._render(span, event, with_identity=live is None)
+            self._render(span, _attributes(event, live is None, event.cost), event)
         finally:
             span.end(end_time=end_time)
         metrics = self._metrics
@@ -344,10 +450,87 @@ class OtelExporter:
         if metrics is not None:
             metrics.take(event, span.get_span_context())
 
-    def _render(self, span: Span, event: Event, *, with_identity: bool) -> None:
+    def _whole_span(self, event: Event) -> tuple[Span, int]:
+        """A span for an event that had no live one, and the end time that covers its call."""
+        started = _ns(event.started_at)
+        span = self._tracer.start_span(
+            _event_opening(event)[0], kind=SpanKind.CLIENT, start_time=started
+        )
+        return span, started + _duration_ns(event.latency_ms)
+
+    def _emit_attempt(self, event: Event, logical: str) -> None:
+        """One attempt of a retried call. While the call's span is live (it opened on the
+        logical call's start notice), a retried attempt becomes a span event on it, leaving it
+        open and current, and the last attempt ends it with its own attributes (its
+        ``spanledger.call_id`` too; the first attempt's is ``spanledger.logical_call_id``), the
+        number of attempts and the summed cost. Without a live span each attempt is a span of
+        its own, as any event with no start notice is, carrying only its own cost."""
+        retried: _Retried | None = None
+        if event.retried:
+            live = self._live.get(logical)
+            if live is not None:
+                self._note_attempt(live[0], event, logical)
+                self._take_metrics(event, live[0])
+                return
+        else:
+            live = self._live.pop(logical, None)
+            retried = self._retried.pop(logical, None)
+        if live is not None:
+            span = live[0]
+            otel_context.detach(live[1])  # type: ignore[arg-type]
+            end_time = None
+            cost = event.cost if retried is None else summed_cost(retried.cost, event.cost)
+        else:
+            span, end_time = self._whole_span(event)
+            cost = event.cost
+        try:
+            attributes = _attributes(event, live is None, cost)
+            attributes["spanledger.logical_call_id"] = logical
+            if event.retried:
+                attributes["spanledger.attempt"] = event.attempt
+            else:
+                attributes["spanledger.attempts"] = event.attempt
+                attributes["spanledger.call_id"] = event.call_id
+                if retried is not None and retried.dropped:
+                    attributes["spanledger.attempt.events_dropped"] = retried.dropped
+            self._render(span, attributes, event)
+        finally:
+            span.end(end_time=end_time)
+        self._take_metrics(event, span)
+
+    def _note_attempt(self, span: Span, event: Event, logical: str) -> None:
+        """Add a retried attempt to its live span as a span event (at the attempt's end), up to
+        ``MAX_ATTEMPT_EVENTS`` per call, and add its cost to the call's."""
+        retried = self._retried.get(logical)
+        if retried is None:
+            retried = self._retried[logical] = _Retried(event.cost)
+        else:
+            retried.cost = summed_cost(retried.cost, event.cost)
+        if retried.rendered >= MAX_ATTEMPT_EVENTS:
+            retried.dropped += 1
+            return
+        retried.rendered += 1
+        span.add_event(
+            ATTEMPT_EVENT,
+            attempt_attributes(event),
+            timestamp=_ns(event.started_at) + _duration_ns(event.latency_ms),
+        )
+
+    def _take_metrics(self, event: Event, span: Span) -> None:
+        metrics = self._current_metrics()
+        if metrics is not None:
+            metrics.take(event, span.get_span_context())
+
+    def _current_metrics(self) -> GenAIMetrics | None:
+        """The metrics to record into now (a forked child's are made on first use)."""
+        if self._metrics is None and self._metrics_in_child:
+            return self._child_metrics()
+        return self._metrics
+
+    def _render(self, span: Span, attributes: dict[str, Any], event: Event) -> None:
         """Attributes, opt-in payload, and on failure the error status and exception event
         (success leaves the status unset, as OTel asks of instrumentation)."""
-        span.set_attributes(span_attributes(event, with_identity=with_identity))
+        span.set_attributes(attributes)
         if self.capture_payload:
             for name, value in payload_fields(event).items():
                 span.set_attribute(
@@ -369,9 +552,7 @@ class OtelExporter:
         span = trace.get_current_span()
         if span.is_recording():
             span.set_attributes(attribution_attributes(record))
-        metrics = self._metrics
-        if metrics is None and self._metrics_in_child:
-            metrics = self._child_metrics()
+        metrics = self._current_metrics()
         if metrics is not None and record.cited_token_share is not None:
             metrics.cited_share.record(record.cited_token_share)
 
@@ -435,7 +616,7 @@ class OtelExporter:
 
 
 def _version() -> str:
-    from spanledger import __version__
+    from spanledger._version import __version__
 
     return __version__
 

@@ -1,14 +1,12 @@
-"""The cost ledger: price tables, pricing, totals, and rerank fallback chains."""
+"""The cost ledger: price tables, pricing (also as a recorder processor), totals, and the
+pricing of a rerank fallback chain's outcome.
+
+The ledger prices records and knows nothing of HTTP, providers, recorders or request scopes.
+"""
 
 from spanledger.costs import CostCode, CostLine, CostStatus
-from spanledger.ledger.fallback import (
-    RerankAttempt,
-    RerankOutcome,
-    awith_fallback,
-    outcome_spend,
-    price_outcome,
-    with_fallback,
-)
+from spanledger.ledger.attempts import outcome_spend, price_outcome
+from spanledger.ledger.pricer import Pricer, Pricing, as_pricer
 from spanledger.ledger.prices import PriceEntry, PriceTable, PriceTableError, example_prices_path
 from spanledger.ledger.pricing import Ledger, price_usage
 from spanledger.ledger.totals import GroupKey, GroupTotal, Totals
@@ -23,13 +21,12 @@ __all__ = [
     "PriceEntry",
     "PriceTable",
     "PriceTableError",
-    "RerankAttempt",
-    "RerankOutcome",
+    "Pricer",
+    "Pricing",
     "Totals",
-    "awith_fallback",
+    "as_pricer",
     "example_prices_path",
     "outcome_spend",
     "price_outcome",
     "price_usage",
-    "with_fallback",
 ]

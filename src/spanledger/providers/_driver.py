@@ -7,59 +7,19 @@ handed to the recorder before the call returns or raises.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable, Generator
-from datetime import UTC, datetime
-from time import perf_counter
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
-import structlog
 
-from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
-from spanledger.estimates import (
-    estimate_embedding_usage,
-    estimate_rerank_usage,
-    may_have_billed,
-    utf8_bytes,
-)
-from spanledger.events import (
-    CallStarted,
-    EmbeddingEvent,
-    EmbeddingFailedEvent,
-    EmbeddingResponse,
-    Event,
-    RerankEvent,
-    RerankFailedEvent,
-    RerankResponse,
-    builder_of,
-    new_call_id,
-)
-from spanledger.providers._calls import EmbedCall, RerankCall
-from spanledger.errors import error_for_transport
-from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
-from spanledger.recorder import Recorder, current_request
+from spanledger.errors import ErrorCategory, ProviderError, error_for_transport
+from spanledger.events import EmbeddingResponse, RerankResponse
+from spanledger.recording.call import Recording, ended_by
+from spanledger.recording.facts import Figures
+from spanledger.recording.reported import answered_badly
 
-__all__ = [
-    "UNRECORDABLE",
-    "EmbedAttempt",
-    "RerankAttempt",
-    "drive_async",
-    "drive_sync",
-    "run_async",
-    "run_sync",
-]
+__all__ = ["Timeout", "drive_async", "drive_sync", "run_async", "run_sync"]
 
-_log = structlog.get_logger("spanledger.providers")
-UNRECORDABLE = ProviderError(
-    ErrorCategory.INVALID_RESPONSE,
-    detail="the call's outcome could not be recorded",
-    error_type="unrecordable_outcome",
-)
-"""How a call that was announced ends when its own event cannot be built."""
-_call_started = builder_of(CallStarted)
-_embedding_event = builder_of(EmbeddingEvent)
-_rerank_event = builder_of(RerankEvent)
 T = TypeVar("T")
 Timeout = float | httpx.Timeout | None
 
@@ -129,17 +89,7 @@ def _next_request(
 
 
 def _answered(error: ProviderError, response: httpx.Response) -> ProviderError:
-    status = response.status_code
-    if error.status_code is not None or not 200 <= status < 300:
-        return error
-    return ProviderError(
-        error.category,
-        status,
-        error.retry_after,
-        error.fingerprint or Fingerprint.of(response.content),
-        detail=error.detail,
-        error_type=error.error_type,
-    )
+    return answered_badly(error, response.status_code, response.content)
 
 
 def drive_sync(
@@ -201,7 +151,32 @@ def _unexpected(exc: Exception) -> ProviderError:
     )
 
 
-def run_sync(attempt: _Attempt, call: Callable[[], tuple[R, str | None]]) -> R:
+def _figures(response: EmbeddingResponse | RerankResponse, model: str | None) -> Figures:
+    """What the provider reported, as the recording core takes it."""
+    if isinstance(response, EmbeddingResponse):
+        return Figures(
+            usage=response.usage,
+            response_id=response.response_id,
+            response_model=model,
+            dimensions=response.dimensions,
+        )
+    return Figures(
+        usage=response.usage,
+        response_id=response.response_id,
+        response_model=model,
+        result_count=len(response.results),
+        results=response.results,
+    )
+
+
+def _ended(recording: Recording | None, outcome: tuple[R, str | None]) -> R:
+    response, model = outcome
+    if recording is not None:
+        recording.succeeded(_figures(response, model))
+    return response
+
+
+def run_sync(recording: Recording | None, call: Callable[[], tuple[R, str | None]]) -> R:
     """Run one provider call and end its recording once: the success event, or the failure
     event of the ``ProviderError`` the caller gets (a cancellation is recorded, then let go)."""
     try:
@@ -211,16 +186,19 @@ def run_sync(attempt: _Attempt, call: Callable[[], tuple[R, str | None]]) -> R:
     except Exception as exc:
         failure = _unexpected(exc)
     except BaseException as exc:
-        attempt.failed(exc)
+        if recording is not None:
+            recording.failed(ended_by(exc))
         raise
     else:
-        response: R = attempt.succeeded(outcome)
-        return response
-    attempt.failed(failure)
+        return _ended(recording, outcome)
+    if recording is not None:
+        recording.failed(failure)
     raise failure
 
 
-async def run_async(attempt: _Attempt, call: Callable[[], Awaitable[tuple[R, str | None]]]) -> R:
+async def run_async(
+    recording: Recording | None, call: Callable[[], Awaitable[tuple[R, str | None]]]
+) -> R:
     """The asyncio twin of ``run_sync``."""
     try:
         outcome = await call()
@@ -229,252 +207,11 @@ async def run_async(attempt: _Attempt, call: Callable[[], Awaitable[tuple[R, str
     except Exception as exc:
         failure = _unexpected(exc)
     except BaseException as exc:
-        attempt.failed(exc)
+        if recording is not None:
+            recording.failed(ended_by(exc))
         raise
     else:
-        response: R = attempt.succeeded(outcome)
-        return response
-    attempt.failed(failure)
+        return _ended(recording, outcome)
+    if recording is not None:
+        recording.failed(failure)
     raise failure
-
-
-def _failure_fields(exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, ProviderError):
-        return {
-            "error_category": exc.category,
-            "error_type": exc.error_type or type(exc).__name__,
-            "status_code": exc.status_code,
-            "retry_after": exc.retry_after,
-            "fingerprint": exc.fingerprint,
-            "error_message": str(exc),
-        }
-    name = type(exc).__name__
-    return {
-        "error_category": ErrorCategory.UNAVAILABLE,
-        "error_type": name,
-        "error_message": f"call ended by {name}",
-    }
-
-
-class _Attempt:
-    """One call's recording: identity, timing, and the single event it ends with."""
-
-    __slots__ = (
-        "_done",
-        "_recovering",
-        "_t0",
-        "call_id",
-        "mapping",
-        "recorder",
-        "request_id",
-        "started_at",
-    )
-
-    operation: str = ""
-
-    def __init__(self, recorder: Recorder, mapping: EmbeddingMapping | RerankMapping) -> None:
-        self.recorder: Recorder | None = recorder if recorder.active else None
-        self.mapping = mapping
-        self._done = False
-        self._recovering = False
-        self.started_at = datetime.now(UTC)
-        self._t0 = perf_counter()
-        self.call_id = ""
-        self.request_id: str | None = None
-        if self.recorder is not None:
-            self.call_id = new_call_id()
-            scope = current_request()
-            self.request_id = scope.request_id if scope is not None else None
-        if self.recorder is not None and self.recorder.wants_call_started:
-            self.recorder.call_started(
-                _call_started(
-                    {
-                        "call_id": self.call_id,
-                        "operation": self.operation,
-                        "provider": mapping.provider,
-                        "model": mapping.model,
-                        "request_id": self.request_id,
-                        "started_at": self.started_at,
-                        "server_address": mapping.server_address,
-                        "server_port": mapping.server_port,
-                    }
-                )
-            )
-
-    def _common(self, request_params: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "call_id": self.call_id,
-            "request_id": self.request_id,
-            "provider": self.mapping.provider,
-            "model": self.mapping.model,
-            "started_at": self.started_at,
-            "latency_ms": (perf_counter() - self._t0) * 1000.0,
-            "request_params": request_params,
-            "request_extras": extras,
-            "server_address": self.mapping.server_address,
-            "server_port": self.mapping.server_port,
-        }
-
-    def _emit(self, build: Callable[[], Event]) -> None:
-        if self.recorder is None or self._done:
-            return
-        self._done = True
-        try:
-            event = build()
-        except Exception as exc:
-            with contextlib.suppress(Exception):
-                _log.error("event_build_failed", error_type=type(exc).__name__)
-            if not self._recovering:  # the call was announced: it still ends, as unrecordable
-                self._recovering = True
-                self._done = False
-                self.failed(UNRECORDABLE)
-            return
-        self.recorder.emit(event)
-
-    def failed(self, exc: BaseException) -> None:
-        raise NotImplementedError
-
-    def succeeded(self, outcome: Any) -> Any:
-        raise NotImplementedError
-
-
-class EmbedAttempt(_Attempt):
-    """Recording for one ``embed`` call."""
-
-    __slots__ = ("call", "raw_args")
-    operation = "embeddings"
-
-    def __init__(
-        self,
-        recorder: Recorder,
-        mapping: EmbeddingMapping,
-        raw_args: tuple[object, object, object, Any],
-    ) -> None:
-        super().__init__(recorder, mapping)
-        self.raw_args = raw_args
-        self.call: EmbedCall | None = None
-
-    def checked_call(self) -> EmbedCall:
-        self.call = EmbedCall.checked(*self.raw_args)
-        return self.call
-
-    def succeeded(self, outcome: tuple[EmbeddingResponse, str | None]) -> EmbeddingResponse:
-        response, response_model = outcome
-        call = self.call
-        assert call is not None
-        self._emit(
-            lambda: _embedding_event(
-                {
-                    **self._common(call.request_params(), call.extras),
-                    "input_count": len(call.inputs),
-                    "input_type": call.input_type,
-                    "inputs": call.inputs,
-                    "dimensions": response.dimensions,
-                    "usage": response.usage,
-                    "response_id": response.response_id,
-                    "response_model": response_model,
-                }
-            )
-        )
-        return response
-
-    def failed(self, exc: BaseException) -> None:
-        call = self.call
-        inputs, input_type, _, _ = self.raw_args
-        self._emit(
-            lambda: EmbeddingFailedEvent(
-                **self._common(call.request_params() if call else {}, call.extras if call else {}),
-                input_count=len(call.inputs) if call else _safe_len(inputs),
-                input_type=call.input_type if call else _safe_str(input_type),
-                inputs=call.inputs if call else None,
-                estimated_usage=estimate_embedding_usage(self.mapping.billing, call.inputs)
-                if call and _may_have_billed(exc)
-                else None,
-                **_failure_fields(exc),
-            )
-        )
-
-
-class RerankAttempt(_Attempt):
-    """Recording for one ``rerank`` call."""
-
-    __slots__ = ("call", "raw_args")
-    operation = "rerank"
-
-    def __init__(
-        self,
-        recorder: Recorder,
-        mapping: RerankMapping,
-        raw_args: tuple[object, object, object, object, Any],
-    ) -> None:
-        super().__init__(recorder, mapping)
-        self.raw_args = raw_args
-        self.call: RerankCall | None = None
-
-    def checked_call(self) -> RerankCall:
-        self.call = RerankCall.checked(*self.raw_args)
-        return self.call
-
-    def succeeded(self, outcome: tuple[RerankResponse, str | None]) -> RerankResponse:
-        response, response_model = outcome
-        call = self.call
-        assert call is not None
-        self._emit(
-            lambda: _rerank_event(
-                {
-                    **self._common(call.request_params(), call.extras),
-                    "query_length": utf8_bytes(call.query),
-                    "document_count": len(call.documents),
-                    "top_k": call.top_k,
-                    "query": call.query,
-                    "documents": call.documents,
-                    "result_count": len(response.results),
-                    "results": response.results,
-                    "usage": response.usage,
-                    "response_id": response.response_id,
-                    "response_model": response_model,
-                }
-            )
-        )
-        return response
-
-    def failed(self, exc: BaseException) -> None:
-        call = self.call
-        query, documents, top_k, _, _ = self.raw_args
-        self._emit(
-            lambda: RerankFailedEvent(
-                **self._common(call.request_params() if call else {}, call.extras if call else {}),
-                query_length=utf8_bytes(call.query)
-                if call
-                else (utf8_bytes(query) if type(query) is str else 0),
-                document_count=len(call.documents) if call else _safe_len(documents),
-                top_k=call.top_k if call else (top_k if type(top_k) is int and top_k > 0 else None),
-                query=call.query if call else None,
-                documents=call.documents if call else None,
-                estimated_usage=estimate_rerank_usage(
-                    self.mapping.billing, call.query, call.documents
-                )
-                if call and _may_have_billed(exc)
-                else None,
-                **_failure_fields(exc),
-            )
-        )
-
-
-def _may_have_billed(exc: BaseException) -> bool:
-    if isinstance(exc, ProviderError):
-        return may_have_billed(exc.category, exc.error_type, exc.status_code)
-    return may_have_billed(ErrorCategory.UNAVAILABLE, type(exc).__name__, None)
-
-
-def _safe_len(value: object) -> int:
-    if isinstance(value, str | bytes):
-        return 1
-    try:
-        return len(value)  # type: ignore[arg-type]
-    except TypeError:
-        return 0
-
-
-def _safe_str(value: object) -> str | None:
-    return value if type(value) is str and value else None

@@ -22,6 +22,7 @@ from spanledger.events import (
     RerankResponse,
     RerankUsage,
     ScoredDocument,
+    trusted_builder_of,
 )
 from spanledger.providers._calls import EmbedCall, RerankCall
 from spanledger.wire.decode import invalid_response
@@ -36,6 +37,14 @@ __all__ = [
     "embedding_flow",
     "rerank_flow",
 ]
+
+# every part was read and checked by its endpoint's rules: responses are built without a
+# second validation pass
+_embedding_usage = trusted_builder_of(EmbeddingUsage)
+_rerank_usage = trusted_builder_of(RerankUsage)
+_scored = trusted_builder_of(ScoredDocument)
+_embedding_response = trusted_builder_of(EmbeddingResponse)
+_rerank_response = trusted_builder_of(RerankResponse)
 
 
 def apply_prefix(
@@ -179,7 +188,7 @@ def _sum_embedding_usage(parts: list[EmbeddingPart]) -> EmbeddingUsage | None:
     if any(part.usage is None for part in parts):
         return None
     tokens = _summed(part.usage.input_tokens for part in parts if part.usage)
-    return EmbeddingUsage.model_construct(input_tokens=tokens) if tokens is not None else None
+    return _embedding_usage({"input_tokens": tokens}) if tokens is not None else None
 
 
 def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> EmbeddingResponse:
@@ -196,13 +205,15 @@ def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> Embeddin
             "vectors are empty or of inconsistent length", "inconsistent_dimensions"
         )
     # every part was read and checked by the endpoint's rules: no second validation pass
-    return EmbeddingResponse.model_construct(
-        vectors=vectors,
-        dimensions=first.dimensions,
-        model=first.model or bound_model,
-        usage=usage,
-        response_id=first.response_id,
-        raw=raw,
+    return _embedding_response(
+        {
+            "vectors": vectors,
+            "dimensions": first.dimensions,
+            "model": first.model or bound_model,
+            "usage": usage,
+            "response_id": first.response_id,
+            "raw": raw,
+        }
     )
 
 
@@ -231,8 +242,12 @@ def _stitch_rerank(
         offset = 0
         for part, size in zip(parts, sizes, strict=True):
             results.extend(
-                ScoredDocument.model_construct(
-                    index=r.index + offset, relevance_score=r.relevance_score, document=r.document
+                _scored(
+                    {
+                        "index": r.index + offset,
+                        "relevance_score": r.relevance_score,
+                        "document": r.document,
+                    }
                 )
                 for r in part.results
             )
@@ -242,12 +257,14 @@ def _stitch_rerank(
     if mapping.endpoint.client_side_top_k and call.top_k is not None:
         del results[call.top_k :]
     # indices are unique per part and re-based apart, scores finite, and now sorted
-    return RerankResponse.model_construct(
-        results=results,
-        model=first.model or mapping.model,
-        usage=_sum_rerank_usage(parts),
-        response_id=first.response_id,
-        raw=raw,
+    return _rerank_response(
+        {
+            "results": results,
+            "model": first.model or mapping.model,
+            "usage": _sum_rerank_usage(parts),
+            "response_id": first.response_id,
+            "raw": raw,
+        }
     )
 
 
@@ -262,4 +279,4 @@ def _sum_rerank_usage(parts: list[RerankPart]) -> RerankUsage | None:
         tokens = _summed(u.input_tokens for u in usages if u and u.input_tokens is not None)
     if units is None and tokens is None:
         return None
-    return RerankUsage.model_construct(search_units=units, input_tokens=tokens)
+    return _rerank_usage({"search_units": units, "input_tokens": tokens})

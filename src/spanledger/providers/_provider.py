@@ -10,15 +10,8 @@ import httpx
 
 from spanledger import _forksafe
 from spanledger.events import EmbeddingResponse, RerankResponse
-from spanledger.providers._driver import (
-    EmbedAttempt,
-    RerankAttempt,
-    Timeout,
-    drive_async,
-    drive_sync,
-    run_async,
-    run_sync,
-)
+from spanledger.providers._calls import EmbedCall, RerankCall
+from spanledger.providers._driver import Timeout, drive_async, drive_sync, run_async, run_sync
 from spanledger.providers._mapping import (
     EmbeddingMapping,
     RerankMapping,
@@ -26,6 +19,8 @@ from spanledger.providers._mapping import (
     rerank_flow,
 )
 from spanledger.recorder import Recorder, get_recorder
+from spanledger.recording.call import Recording
+from spanledger.recording.facts import embedding_facts, rerank_facts
 
 __all__ = ["EmbeddingProvider", "RerankProvider"]
 
@@ -166,6 +161,28 @@ class EmbeddingProvider(_Provider):
 
     _mapping: EmbeddingMapping
 
+    def _recording(
+        self, inputs: object, input_type: object, dimensions: object, extras: object
+    ) -> Recording | None:
+        """The call's recording (``None`` when nobody listens), from its arguments as given:
+        a call refused before sending is recorded too."""
+        recorder = self._current_recorder()
+        if not recorder.active:
+            return None
+        mapping = self._mapping
+        facts = embedding_facts(
+            provider=mapping.provider,
+            model=mapping.model,
+            inputs=inputs,
+            input_type=input_type,
+            dimensions=dimensions,
+            extras=extras,
+            server_address=mapping.server_address,
+            server_port=mapping.server_port,
+            billing=mapping.billing,
+        )
+        return Recording(recorder, facts)
+
     def embed(
         self,
         inputs: Sequence[str],
@@ -180,13 +197,15 @@ class EmbeddingProvider(_Provider):
         ``timeout`` (seconds or an ``httpx.Timeout``) overrides the instance's for this call.
         """
         client = self._sync_client()
-        attempt = EmbedAttempt(
-            self._current_recorder(), self._mapping, (inputs, input_type, dimensions, extras)
-        )
+        recording = self._recording(inputs, input_type, dimensions, extras)
         return run_sync(
-            attempt,
+            recording,
             lambda: drive_sync(
-                embedding_flow(self._mapping, attempt.checked_call(), self._headers_for(client)),
+                embedding_flow(
+                    self._mapping,
+                    EmbedCall.checked(inputs, input_type, dimensions, extras),
+                    self._headers_for(client),
+                ),
                 client,
                 self._call_timeout(timeout),
             ),
@@ -203,13 +222,15 @@ class EmbeddingProvider(_Provider):
     ) -> EmbeddingResponse:
         """The async twin of ``embed``."""
         client = self._async_http()
-        attempt = EmbedAttempt(
-            self._current_recorder(), self._mapping, (inputs, input_type, dimensions, extras)
-        )
+        recording = self._recording(inputs, input_type, dimensions, extras)
         return await run_async(
-            attempt,
+            recording,
             lambda: drive_async(
-                embedding_flow(self._mapping, attempt.checked_call(), self._headers_for(client)),
+                embedding_flow(
+                    self._mapping,
+                    EmbedCall.checked(inputs, input_type, dimensions, extras),
+                    self._headers_for(client),
+                ),
                 client,
                 self._call_timeout(timeout),
             ),
@@ -220,6 +241,33 @@ class RerankProvider(_Provider):
     """A rerank endpoint: results sorted by relevance, ``index`` into the original documents."""
 
     _mapping: RerankMapping
+
+    def _recording(
+        self,
+        query: object,
+        documents: object,
+        top_k: object,
+        return_documents: object,
+        extras: object,
+    ) -> Recording | None:
+        """The call's recording (``None`` when nobody listens), from its arguments as given."""
+        recorder = self._current_recorder()
+        if not recorder.active:
+            return None
+        mapping = self._mapping
+        facts = rerank_facts(
+            provider=mapping.provider,
+            model=mapping.model,
+            query=query,
+            documents=documents,
+            top_k=top_k,
+            return_documents=return_documents,
+            extras=extras,
+            server_address=mapping.server_address,
+            server_port=mapping.server_port,
+            billing=mapping.billing,
+        )
+        return Recording(recorder, facts)
 
     def rerank(
         self,
@@ -233,15 +281,15 @@ class RerankProvider(_Provider):
     ) -> RerankResponse:
         """Rerank ``documents`` for ``query``. ``return_documents`` unset means ``False``."""
         client = self._sync_client()
-        attempt = RerankAttempt(
-            self._current_recorder(),
-            self._mapping,
-            (query, documents, top_k, return_documents, extras),
-        )
+        recording = self._recording(query, documents, top_k, return_documents, extras)
         return run_sync(
-            attempt,
+            recording,
             lambda: drive_sync(
-                rerank_flow(self._mapping, attempt.checked_call(), self._headers_for(client)),
+                rerank_flow(
+                    self._mapping,
+                    RerankCall.checked(query, documents, top_k, return_documents, extras),
+                    self._headers_for(client),
+                ),
                 client,
                 self._call_timeout(timeout),
             ),
@@ -259,15 +307,15 @@ class RerankProvider(_Provider):
     ) -> RerankResponse:
         """The async twin of ``rerank``."""
         client = self._async_http()
-        attempt = RerankAttempt(
-            self._current_recorder(),
-            self._mapping,
-            (query, documents, top_k, return_documents, extras),
-        )
+        recording = self._recording(query, documents, top_k, return_documents, extras)
         return await run_async(
-            attempt,
+            recording,
             lambda: drive_async(
-                rerank_flow(self._mapping, attempt.checked_call(), self._headers_for(client)),
+                rerank_flow(
+                    self._mapping,
+                    RerankCall.checked(query, documents, top_k, return_documents, extras),
+                    self._headers_for(client),
+                ),
                 client,
                 self._call_timeout(timeout),
             ),

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spanledger.errors import ErrorCategory, ProviderError
-from spanledger.events import ScoredDocument
+from spanledger.events import ScoredDocument, trusted_builder_of
 
 __all__ = [
     "all_finite",
@@ -30,6 +30,8 @@ __all__ = [
 ]
 
 _NUMBER_TYPES = frozenset({float, int})
+_scored = trusted_builder_of(ScoredDocument)
+"""A result whose index, score and echo were checked here: built without a second pass."""
 _INT_TYPES = frozenset({int})
 
 
@@ -187,8 +189,10 @@ def rerank_results(
         if type(entry) is not dict:
             raise invalid_response("a result entry is not an object", "bad_entry")
         index = entry.get("index")
-        if type(index) is not int or index < 0 or (
-            document_count is not None and index >= document_count
+        if (
+            type(index) is not int
+            or index < 0
+            or (document_count is not None and index >= document_count)
         ):
             raise invalid_response(
                 "a result has a missing or out-of-range index", "index_out_of_range"
@@ -200,7 +204,5 @@ def rerank_results(
         if score is None:
             raise invalid_response("a result has a missing or non-numeric score", "bad_score")
         document = document_echo(entry.get(document_key)) if document_key else None
-        results.append(
-            ScoredDocument.model_construct(index=index, relevance_score=score, document=document)
-        )
+        results.append(_scored({"index": index, "relevance_score": score, "document": document}))
     return results

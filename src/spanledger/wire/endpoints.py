@@ -244,6 +244,8 @@ ENDPOINTS: dict[tuple[Vendor, Operation], Endpoint] = {
 
 def endpoint_for(vendor: object, operation: Operation) -> Endpoint | None:
     """The declaration for ``vendor`` (a ``Vendor`` or its value) and ``operation``, if any."""
+    if not isinstance(vendor, str):
+        return None
     try:
         return ENDPOINTS.get((Vendor(vendor), operation))
     except ValueError:

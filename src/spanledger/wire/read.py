@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spanledger import figures
-from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument
+from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument, trusted_builder_of
 from spanledger.figures import dig
 from spanledger.wire.decode import (
     decode_embedding,
@@ -35,6 +35,10 @@ __all__ = [
     "rerank_usage",
     "vector_type",
 ]
+
+# built from figures the figure rule has already judged: no second validation pass
+_embedding_usage = trusted_builder_of(EmbeddingUsage)
+_rerank_usage = trusted_builder_of(RerankUsage)
 
 
 @dataclass(slots=True)
@@ -67,7 +71,7 @@ class RerankPart:
 def embedding_usage(input_tokens: object) -> EmbeddingUsage | None:
     """An embedding usage record for a sound token figure, else none."""
     tokens = figures.count(input_tokens)
-    return EmbeddingUsage.model_construct(input_tokens=tokens) if tokens is not None else None
+    return _embedding_usage({"input_tokens": tokens}) if tokens is not None else None
 
 
 def rerank_usage(search_units: object, input_tokens: object) -> RerankUsage | None:
@@ -76,7 +80,7 @@ def rerank_usage(search_units: object, input_tokens: object) -> RerankUsage | No
     tokens = figures.count(input_tokens)
     if units is None and tokens is None:
         return None
-    return RerankUsage.model_construct(search_units=units, input_tokens=tokens)
+    return _rerank_usage({"search_units": units, "input_tokens": tokens})
 
 
 _FLOAT32 = frozenset({None, "float", "base64"})

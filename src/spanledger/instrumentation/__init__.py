@@ -1,8 +1,9 @@
 """Instrument existing embedding and rerank calls: SDK clients, your own httpx traffic, any code.
 
-- ``instrument(client)`` / ``uninstrument(client)``: the official ``openai``, ``cohere`` (v2)
-  and ``voyageai`` clients, sync and async. One client at a time: there is no process-wide
-  patching, and a copy made with ``client.with_options(...)`` is a new, uninstrumented client.
+- ``spanledger.instrument(client)`` / ``uninstrument(client)``: the official ``openai``,
+  ``cohere`` (v2) and ``voyageai`` clients, sync and async. One client at a time: there is no
+  process-wide patching, and a copy made with ``client.with_options(...)`` is a new,
+  uninstrumented client.
 - ``transport()`` / ``async_transport()``: an httpx transport that records requests to the
   known vendors' embedding and rerank endpoints.
 - ``record_embedding(...)`` / ``record_rerank(...)``: a block around any other call.
@@ -10,7 +11,8 @@
 Each HTTP request to a provider is one event through the current recorder, with the same
 guarantees as ``spanledger.providers``. A call the SDK retries is one event per attempt (a
 retried 429 stays visible, and the ledger can price every attempt), each with its own
-``call_id`` and the same ``request_id``.
+``call_id``, the same ``request_id``, and one ``logical_call_id`` shared by the attempts;
+exporters show the call as one span with every attempt on it.
 
 Figures come from the provider's raw response body, never from an SDK's typed result, which can
 hide a bad figure (Cohere's SDK turns ``search_units: 1`` into ``1.0`` and an absent figure into
@@ -27,17 +29,14 @@ category by HTTP status, the status, ``Retry-After`` and a fingerprint of the bo
 
 from __future__ import annotations
 
-from typing import TypeVar
-
-from spanledger.instrument._registry import instrument as _instrument
-from spanledger.instrument._registry import is_instrumented, uninstrument
-from spanledger.instrument.manual import (
+from spanledger.instrumentation._registry import instrument, is_instrumented, uninstrument
+from spanledger.instrumentation.manual import (
     EmbeddingRecord,
     RerankRecord,
     record_embedding,
     record_rerank,
 )
-from spanledger.instrument.transport import (
+from spanledger.instrumentation.transport import (
     AsyncRecordingTransport,
     RecordingTransport,
     async_transport,
@@ -57,36 +56,3 @@ __all__ = [
     "transport",
     "uninstrument",
 ]
-
-C = TypeVar("C")
-
-
-class _Instrument:
-    """``spanledger.instrument(client)``. It also carries this package's other entry points
-    (``spanledger.instrument.transport()`` and friends), because ``spanledger.instrument`` names
-    this callable once ``spanledger`` is imported."""
-
-    transport = staticmethod(transport)
-    async_transport = staticmethod(async_transport)
-    RecordingTransport = RecordingTransport
-    AsyncRecordingTransport = AsyncRecordingTransport
-    EmbeddingRecord = EmbeddingRecord
-    RerankRecord = RerankRecord
-    uninstrument = staticmethod(uninstrument)
-    is_instrumented = staticmethod(is_instrumented)
-    record_embedding = staticmethod(record_embedding)
-    record_rerank = staticmethod(record_rerank)
-
-    def __call__(self, client: C) -> C:
-        """Make ``client`` record every embedding and rerank call; returns the same client.
-
-        Supported: ``openai.OpenAI`` / ``AsyncOpenAI``, ``cohere.ClientV2`` / ``AsyncClientV2``
-        and ``voyageai.Client`` / ``AsyncClient``. Instrumenting twice changes nothing.
-        """
-        return _instrument(client)
-
-    def __repr__(self) -> str:
-        return "spanledger.instrument"
-
-
-instrument = _Instrument()

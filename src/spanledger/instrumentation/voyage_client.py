@@ -21,11 +21,10 @@ from voyageai.client_async import AsyncClient
 from voyageai.local.helpers import is_local_model
 
 from spanledger import _forksafe
-from spanledger.instrument._capture import MethodSpec, current_call
-from spanledger.instrument._facts import (
-    CallFacts,
+from spanledger.instrumentation._capture import MethodSpec, current_call
+from spanledger.instrumentation._registry import Installation
+from spanledger.recording.facts import (
     EmbedFacts,
-    Figures,
     RerankFacts,
     given,
     input_texts,
@@ -35,8 +34,8 @@ from spanledger.instrument._facts import (
     text_or_none,
     utf8_length,
 )
-from spanledger.instrument._registry import Installation
-from spanledger.instrument._wire import BILLING, embedding_figures, rerank_figures
+from spanledger.wire.endpoints import VOYAGE_EMBEDDINGS, VOYAGE_RERANK
+from spanledger.wire.read import vector_type
 
 __all__ = ["install"]
 
@@ -60,7 +59,7 @@ def install(client: Any, installation: Installation) -> None:
         "embed",
         MethodSpec(
             facts=partial(_embed_facts, server),
-            read=_read_embed,
+            endpoint=VOYAGE_EMBEDDINGS,
             shape=_float_width,
             route="/embeddings",
         ),
@@ -70,7 +69,7 @@ def install(client: Any, installation: Installation) -> None:
         "rerank",
         MethodSpec(
             facts=partial(_rerank_facts, server),
-            read=_read_rerank,
+            endpoint=VOYAGE_RERANK,
             shape=lambda result: len(result.results),
             route="/rerank",
         ),
@@ -99,7 +98,7 @@ def _embed_facts(
     if given(named.get("output_dimension")):
         params["dimensions"] = named["output_dimension"]
     return EmbedFacts(
-        provider="voyageai",
+        provider=VOYAGE_EMBEDDINGS.vendor.value,
         model=model,
         input_count=count,
         inputs=texts,
@@ -108,7 +107,8 @@ def _embed_facts(
         extras=passed(named, ("truncation", "output_dtype")),
         server_address=server[0],
         server_port=server[1],
-        billing=BILLING["voyageai", "embeddings"],
+        billing=VOYAGE_EMBEDDINGS.billing,
+        dtype=vector_type(named.get("output_dtype")),
     )
 
 
@@ -122,7 +122,7 @@ def _rerank_facts(
     query = text_or_none(named.get("query"))
     count, documents = input_texts(named.get("documents"))
     return RerankFacts(
-        provider="voyageai",
+        provider=VOYAGE_EMBEDDINGS.vendor.value,
         model=model,
         query_length=utf8_length(query) if query is not None else 0,
         document_count=count,
@@ -132,7 +132,7 @@ def _rerank_facts(
         extras=passed(named, ("truncation",)),
         server_address=server[0],
         server_port=server[1],
-        billing=BILLING["voyageai", "rerank"],
+        billing=VOYAGE_RERANK.billing,
     )
 
 
@@ -140,14 +140,6 @@ def _float_width(result: Any) -> int | None:
     """The SDK's decoded width, for float vectors only: an integer one may be bit-packed."""
     vector = result.embeddings[0]
     return len(vector) if vector and type(vector[0]) is float else None
-
-
-def _read_embed(payload: object, facts: CallFacts) -> Figures:
-    return embedding_figures("voyageai", payload, dtype=facts.extras.get("output_dtype"))
-
-
-def _read_rerank(payload: object, facts: CallFacts) -> Figures:
-    return rerank_figures("voyageai", payload)
 
 
 class _RequestorWrap:

@@ -12,9 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from spanledger.errors import ErrorCategory, Fingerprint, ProviderError, parse_retry_after
+from spanledger.errors import (
+    ErrorCategory,
+    Fingerprint,
+    ProviderError,
+    category_for_status,
+    parse_retry_after,
+)
 from spanledger.estimates import ABANDONED_ERROR_TYPES
-from spanledger.errors import category_for_status
 
 __all__ = ["after_sending", "describe", "status_error", "transport_cause"]
 

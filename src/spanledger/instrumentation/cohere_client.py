@@ -13,10 +13,11 @@ from typing import Any
 
 import cohere
 
-from spanledger.instrument._capture import MethodSpec
-from spanledger.instrument._facts import (
+from spanledger.instrumentation._capture import MethodSpec
+from spanledger.instrumentation._registry import Installation
+from spanledger.instrumentation._routes import cohere_vector_type
+from spanledger.recording.facts import (
     EmbedFacts,
-    Figures,
     RerankFacts,
     given,
     input_texts,
@@ -26,8 +27,7 @@ from spanledger.instrument._facts import (
     text_or_none,
     utf8_length,
 )
-from spanledger.instrument._registry import Installation
-from spanledger.instrument._wire import BILLING, embedding_figures, rerank_figures
+from spanledger.wire.endpoints import COHERE_EMBEDDINGS, COHERE_RERANK
 
 __all__ = ["install"]
 
@@ -48,13 +48,13 @@ def install(client: Any, installation: Installation) -> None:
     server = server_of(wrapper.get_base_url())
     embed = MethodSpec(
         facts=partial(_embed_facts, server),
-        read=_read_embed,
+        endpoint=COHERE_EMBEDDINGS,
         shape=_width,
         route="/v2/embed",
     )
     rerank = MethodSpec(
         facts=partial(_rerank_facts, server),
-        read=_read_rerank,
+        endpoint=COHERE_RERANK,
         shape=_result_count,
         route="/v2/rerank",
     )
@@ -99,7 +99,7 @@ def _embed_facts(
     if given(kwargs.get("output_dimension")):
         params["dimensions"] = kwargs["output_dimension"]
     return EmbedFacts(
-        provider="cohere",
+        provider=COHERE_EMBEDDINGS.vendor.value,
         model=model,
         input_count=count,
         inputs=inputs,
@@ -108,7 +108,8 @@ def _embed_facts(
         extras=passed(kwargs, _EMBED_EXTRAS),
         server_address=server[0],
         server_port=server[1],
-        billing=BILLING["cohere", "embeddings"],
+        billing=COHERE_EMBEDDINGS.billing,
+        dtype=cohere_vector_type(kwargs.get("embedding_types")),
     )
 
 
@@ -121,7 +122,7 @@ def _rerank_facts(
     query = text_or_none(kwargs.get("query"))
     count, documents = input_texts(kwargs.get("documents"))
     return RerankFacts(
-        provider="cohere",
+        provider=COHERE_EMBEDDINGS.vendor.value,
         model=model,
         query_length=utf8_length(query) if query is not None else 0,
         document_count=count,
@@ -131,16 +132,8 @@ def _rerank_facts(
         extras=passed(kwargs, _RERANK_EXTRAS),
         server_address=server[0],
         server_port=server[1],
-        billing=BILLING["cohere", "rerank"],
+        billing=COHERE_RERANK.billing,
     )
-
-
-def _read_embed(payload: object, facts: object) -> Figures:
-    return embedding_figures("cohere", payload)
-
-
-def _read_rerank(payload: object, facts: object) -> Figures:
-    return rerank_figures("cohere", payload)
 
 
 def _width(result: Any) -> int | None:

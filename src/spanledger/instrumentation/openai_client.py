@@ -12,17 +12,11 @@ from typing import Any
 
 import openai
 
-from spanledger.instrument._capture import MethodSpec
-from spanledger.instrument._facts import (
-    EmbedFacts,
-    Figures,
-    input_texts,
-    passed,
-    server_of,
-    text_or_none,
-)
-from spanledger.instrument._registry import Installation
-from spanledger.instrument._wire import BILLING, embedding_figures
+from spanledger.instrumentation._capture import MethodSpec
+from spanledger.instrumentation._registry import Installation
+from spanledger.recording.facts import EmbedFacts, input_texts, passed, server_of, text_or_none
+from spanledger.wire.endpoints import OPENAI_EMBEDDINGS
+from spanledger.wire.read import vector_type
 
 __all__ = ["install"]
 
@@ -41,7 +35,7 @@ def install(client: Any, installation: Installation) -> None:
     server = server_of(client.base_url)
     spec = MethodSpec(
         facts=partial(_embed_facts, server),
-        read=_read,
+        endpoint=OPENAI_EMBEDDINGS,
         shape=_width,
         route="/embeddings",
     )
@@ -57,7 +51,7 @@ def _embed_facts(
         return None
     count, texts = input_texts(kwargs.get("input"))
     return EmbedFacts(
-        provider="openai",
+        provider=OPENAI_EMBEDDINGS.vendor.value,
         model=model,
         input_count=count,
         inputs=texts,
@@ -65,12 +59,9 @@ def _embed_facts(
         extras=passed(kwargs, _EXTRAS),
         server_address=server[0],
         server_port=server[1],
-        billing=BILLING["openai", "embeddings"],
+        billing=OPENAI_EMBEDDINGS.billing,
+        dtype=vector_type(kwargs.get("encoding_format")) if "encoding_format" in kwargs else None,
     )
-
-
-def _read(payload: object, facts: object) -> Figures:
-    return embedding_figures("openai", payload)
 
 
 def _width(result: Any) -> int | None:

@@ -22,7 +22,6 @@ figure is not reported. With ``raw=`` (the decoded body or its JSON text) and a 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence, Sized
 from types import TracebackType
@@ -33,25 +32,25 @@ import structlog
 from spanledger import figures
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
 from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument
-from spanledger.instrument._errors import describe
-from spanledger.instrument._facts import (
-    CallFacts,
-    EmbedFacts,
-    Figures,
-    RerankFacts,
-    input_texts,
-    positive_int,
-    text_or_none,
-    utf8_length,
-)
-from spanledger.instrument._recording import Recording, logged
-from spanledger.instrument._wire import BILLING, VENDORS, embedding_figures, rerank_figures
-from spanledger.wire.read import rerank_usage
+from spanledger.instrumentation._errors import describe
 from spanledger.recorder import Recorder, get_recorder
+from spanledger.recording.call import Recording, logged
+from spanledger.recording.facts import (
+    CallFacts,
+    Figures,
+    embedding_facts,
+    positive_int,
+    rerank_facts,
+    text_or_none,
+)
+from spanledger.recording.reported import answered_badly, reported
+from spanledger.wire.endpoints import Operation, endpoint_for
+from spanledger.wire.http import parse_json
+from spanledger.wire.read import rerank_usage
 
 __all__ = ["EmbeddingRecord", "RerankRecord", "record_embedding", "record_rerank"]
 
-_log = structlog.get_logger("spanledger.instrument")
+_log = structlog.get_logger("spanledger.instrumentation")
 
 _NO_OUTCOME = ProviderError(
     ErrorCategory.INVALID_RESPONSE,
@@ -163,19 +162,22 @@ class _Record:
         except Exception as exc:
             logged(exc)
 
-    def _raw_figures(self, raw: object) -> Figures:
-        """Figures read from ``raw`` by the vendor's rules; nothing for an unknown vendor."""
-        provider = self._facts.provider
-        if raw is None or provider not in VENDORS:
+    def _raw_figures(self, raw: object) -> Figures | ProviderError:
+        """Figures read from ``raw`` by the vendor endpoint's rules (nothing for an unknown
+        vendor), or the error a body the endpoint does not answer stands for."""
+        facts = self._facts
+        endpoint = endpoint_for(facts.provider, facts.operation)
+        if raw is None or endpoint is None:
             return Figures()
-        payload = raw
+        text = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+        body = bytes(text) if isinstance(text, bytes | bytearray) else None
         try:
-            if isinstance(raw, bytes | bytearray | str):
-                payload = json.loads(raw)
-            if self._facts.operation == "embeddings":
-                return embedding_figures(provider, payload)
-            return rerank_figures(provider, payload)
-        except Exception:
+            payload = parse_json(body) if body is not None else raw
+            return reported(endpoint, payload, facts)
+        except ProviderError as error:
+            return answered_badly(error, None, body)
+        except Exception as exc:
+            logged(exc)
             return Figures()
 
 
@@ -195,9 +197,13 @@ class EmbeddingRecord(_Record):
         """End the call as a success. ``vectors`` only give the width (never recorded);
         ``dimensions`` says it directly."""
         self._claim_outcome()
+        found = self._raw_figures(raw)
+        if isinstance(found, ProviderError):
+            problem = found
+            self._end(lambda recording: recording.failed(problem))
+            return
 
-        def reported() -> Figures:
-            found = self._raw_figures(raw)
+        def given_figures() -> Figures:
             return Figures(
                 usage=_embedding_usage(usage) if usage is not None else found.usage,
                 response_id=figures.response_id(response_id)
@@ -209,7 +215,7 @@ class EmbeddingRecord(_Record):
                 dimensions=positive_int(dimensions) or _width(vectors) or found.dimensions,
             )
 
-        self._end_succeeded(reported)
+        self._end_succeeded(given_figures)
 
 
 class RerankRecord(_Record):
@@ -229,22 +235,24 @@ class RerankRecord(_Record):
         in to payload); without them, ``result_count`` or ``raw`` (of a known vendor) must say
         how many came back. A ``raw`` body that does not hold the vendor's results ends the
         call as ``provider_invalid_response`` instead, without raising."""
-        found = self._raw_figures(raw)
         count = _count(results)
         if count is None:
             count = result_count if type(result_count) is int and result_count >= 0 else None
-        if count is None:
-            count = found.result_count
-        if count is None and (raw is None or self._facts.provider not in VENDORS):
+        known = endpoint_for(self._facts.provider, "rerank") is not None
+        if count is None and (raw is None or not known):
             raise TypeError(
                 "succeeded() needs results, result_count or a known vendor's raw body to count"
             )
         self._claim_outcome()
-        if count is None:
-            self._end(lambda recording: recording.failed(_no_results(raw)))
+        found = self._raw_figures(raw)
+        if isinstance(found, ProviderError):
+            problem = found
+            self._end(lambda recording: recording.failed(problem))
             return
+        if count is None:
+            count = found.result_count
 
-        def reported() -> Figures:
+        def given_figures() -> Figures:
             return Figures(
                 usage=_rerank_usage(usage) if usage is not None else found.usage,
                 response_id=figures.response_id(response_id)
@@ -257,7 +265,7 @@ class RerankRecord(_Record):
                 results=_scored(results),
             )
 
-        self._end_succeeded(reported)
+        self._end_succeeded(given_figures)
 
 
 def record_embedding(
@@ -274,22 +282,16 @@ def record_embedding(
 ) -> EmbeddingRecord:
     """A block recording one embedding call (``recorder``: the current one when ``None``)."""
     provider, model = _checked_identity(provider, model)
-    count, texts = input_texts(inputs)
-    kind = text_or_none(input_type)
-    params: dict[str, Any] = {"input_type": kind} if kind else {}
-    if positive_int(dimensions) is not None:
-        params["dimensions"] = dimensions
-    facts = EmbedFacts(
+    facts = embedding_facts(
         provider=provider,
         model=model,
-        input_count=count,
-        inputs=texts,
-        input_type=kind,
-        request_params=params,
-        extras=dict(extras or {}),
+        inputs=inputs,
+        input_type=input_type,
+        dimensions=dimensions,
+        extras=extras,
         server_address=text_or_none(server_address),
         server_port=positive_int(server_port),
-        billing=BILLING.get((provider, "embeddings")),
+        billing=_billing(provider, "embeddings"),
     )
     return EmbeddingRecord(facts, recorder)
 
@@ -309,36 +311,24 @@ def record_rerank(
 ) -> RerankRecord:
     """A block recording one rerank call (``recorder``: the current one when ``None``)."""
     provider, model = _checked_identity(provider, model)
-    count, texts = input_texts(documents)
-    text = str(query) if isinstance(query, str) else None
-    facts = RerankFacts(
+    facts = rerank_facts(
         provider=provider,
         model=model,
-        query_length=utf8_length(text) if text is not None else 0,
-        document_count=count,
-        query=text,
-        documents=texts,
-        top_k=positive_int(top_k),
-        request_params={"return_documents": return_documents}
-        if type(return_documents) is bool
-        else {},
-        extras=dict(extras or {}),
+        query=query,
+        documents=documents,
+        top_k=top_k,
+        return_documents=return_documents,
+        extras=extras,
         server_address=text_or_none(server_address),
         server_port=positive_int(server_port),
-        billing=BILLING.get((provider, "rerank")),
+        billing=_billing(provider, "rerank"),
     )
     return RerankRecord(facts, recorder)
 
 
-def _no_results(raw: object) -> ProviderError:
-    """A rerank body that does not say what came back: the vendor's answer is unreadable."""
-    text = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    return ProviderError(
-        ErrorCategory.INVALID_RESPONSE,
-        detail="the rerank body holds no results",
-        fingerprint=Fingerprint.of(bytes(text)) if isinstance(text, bytes | bytearray) else None,
-        error_type="missing_field",
-    )
+def _billing(provider: str, operation: Operation) -> str | None:
+    endpoint = endpoint_for(provider, operation)
+    return endpoint.billing if endpoint is not None else None
 
 
 def _checked_identity(provider: object, model: object) -> tuple[str, str]:

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, ParamSpec, TypeVar
 
-from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
-from spanledger.events import Event
-from spanledger.instrument._errors import describe
-from spanledger.instrument._facts import CallFacts, Figures
-from spanledger.instrument._recording import Recording, logged
-from spanledger.errors import error_for_status
+from spanledger.errors import ErrorCategory, ProviderError, error_for_status
+from spanledger.instrumentation._errors import describe
 from spanledger.recorder import Recorder, get_recorder
+from spanledger.recording.call import Build, Recording, logged
+from spanledger.recording.facts import CallFacts, Figures
+from spanledger.recording.reported import answered_badly, reported
+from spanledger.wire.endpoints import Endpoint
 
 __all__ = ["MethodSpec", "SdkCall", "Switch", "current_call", "wrap_async", "wrap_sync"]
 
@@ -55,15 +55,15 @@ current_call = _current.get
 class MethodSpec:
     """How to record one SDK method.
 
-    ``facts`` reads the call's arguments (``None``: do not record this call); ``read`` reads
-    the figures from a decoded 2xx body of that call, into a new ``Figures`` each time;
+    ``facts`` reads the call's arguments (``None``: do not record this call); ``endpoint`` is
+    the wire endpoint the method calls, whose declaration reads each decoded 2xx body;
     ``shape`` reads the vector width or the result count from the SDK's result when the raw
     body could not be read; ``route`` is the path suffix the SDK posts to, so only this call's
     own requests count as its attempts.
     """
 
     facts: Callable[[tuple[Any, ...], dict[str, Any]], CallFacts | None]
-    read: Callable[[object, CallFacts], Figures]
+    endpoint: Endpoint
     shape: Callable[[Any], int | None]
     route: str
 
@@ -87,6 +87,7 @@ class SdkCall(Recording):
 
     __slots__ = (
         "_answered",
+        "_bad_answer",
         "_failed_at",
         "_figures",
         "_hop",
@@ -107,6 +108,7 @@ class SdkCall(Recording):
         self._sent = False
         self._answered = False
         self._figures: Figures | None = None
+        self._bad_answer: ProviderError | None = None
         super().__init__(recorder, facts)
 
     def owns_path(self, path: str) -> bool:
@@ -131,7 +133,7 @@ class SdkCall(Recording):
             if self._done:
                 self.restart()
             elif self._sent:  # no answer, or a redirect the client did not follow
-                self.failed(_NO_RESPONSE if hop is None else _status_error(hop))
+                self.failed(_NO_RESPONSE if hop is None else _status_error(hop), hold=True)
                 self.restart()
             self._sent = True
             if self._answered:
@@ -166,7 +168,7 @@ class SdkCall(Recording):
     def attempt_failed(self, error: ProviderError) -> None:
         """The attempt ended with an error status (or a transport failure the hook saw)."""
         self._sent = False
-        self.failed(error)
+        self.failed(error, hold=True)
 
     def attempt_errored(self, response: Any) -> None:
         """An error status arrived: the attempt failed, and its event waits for the body that
@@ -185,7 +187,7 @@ class SdkCall(Recording):
             attributes = vars(response)
             for name in _SETTLING_HOOKS:
                 attributes.pop(name, None)
-            self.failed(_status_error(response), self._failed_at)
+            self.failed(_status_error(response), self._failed_at, hold=True)
         except Exception as exc:
             logged(exc)
 
@@ -209,10 +211,13 @@ class SdkCall(Recording):
         self.answer = response
 
     def answer_decoded(self, payload: object) -> None:
-        """The SDK decoded the 2xx body: read the figures from that verbatim JSON."""
+        """The SDK decoded the 2xx body: read it, by the endpoint's rules, from that verbatim
+        JSON (a body the endpoint does not answer fails the attempt, as on every path)."""
         try:
-            if self._answered and self._figures is None:
-                self._figures = self.spec.read(payload, self.facts)
+            if self._answered and self._figures is None and self._bad_answer is None:
+                self._figures = reported(self.spec.endpoint, payload, self.facts)
+        except ProviderError as error:
+            self._bad_answer = error
         except Exception as exc:
             logged(exc)
 
@@ -224,6 +229,9 @@ class SdkCall(Recording):
             if not self._done:
                 try:
                     found = self._success_figures(result)
+                except ProviderError as error:
+                    self.failed(self._unusable(error))
+                    return
                 except Exception as exc:
                     logged(exc)
                     found = Figures()
@@ -255,17 +263,20 @@ class SdkCall(Recording):
             self._end()
 
     def _unreadable_answer(self, error_type: str) -> ProviderError:
-        """The 2xx answer did not hold what the endpoint answers (or the SDK could not read
-        it): fingerprinted, never kept."""
-        body = _body(self.answer)
-        status = getattr(self.answer, "status_code", None)
-        return ProviderError(
-            ErrorCategory.INVALID_RESPONSE,
-            status_code=status if type(status) is int and 200 <= status < 300 else None,
-            detail="the 2xx response is not what the endpoint answers",
-            fingerprint=Fingerprint.of(body) if body is not None else None,
-            error_type=error_type,
+        """The SDK could not read the 2xx answer (or it held nothing to count)."""
+        return self._unusable(
+            ProviderError(
+                ErrorCategory.INVALID_RESPONSE,
+                detail="the 2xx response is not what the endpoint answers",
+                error_type=error_type,
+            )
         )
+
+    def _unusable(self, error: ProviderError) -> ProviderError:
+        """``error`` with the 2xx status and the body's fingerprint, when the SDK's response
+        object holds them: fingerprinted, never kept."""
+        status = getattr(self.answer, "status_code", None)
+        return answered_badly(error, status if type(status) is int else None, _body(self.answer))
 
     def _announce(self) -> None:
         """Sinks hear of the call outside it: an instrumented call a sink makes is its own."""
@@ -275,21 +286,26 @@ class SdkCall(Recording):
         finally:
             _current.reset(token)
 
-    def _finish(
-        self, build: Callable[[Any, float], Event], outcome: object, ended: float | None = None
-    ) -> None:
+    def _emit(self, build: Build, outcome: object, fields: dict[str, Any]) -> None:
         token = _current.set(None)
         try:
-            super()._finish(build, outcome, ended)
+            super()._emit(build, outcome, fields)
         finally:
             _current.reset(token)
 
     def _success_figures(self, result: object) -> Figures:
+        """The answer's figures (raising its ``ProviderError`` when the endpoint does not
+        answer so); the SDK's result gives only the shape, when the body was never seen."""
+        if self._bad_answer is not None:
+            raise self._bad_answer
         found = self._figures
         if found is None and self._answered:
             body = _body(self.answer)
+            payload = None
             with contextlib.suppress(ValueError, RecursionError):
-                found = self.spec.read(json.loads(body), self.facts) if body else None
+                payload = json.loads(body) if body else None
+            if payload is not None:
+                found = reported(self.spec.endpoint, payload, self.facts)
         if found is None:
             found = Figures()
         if self.facts.operation == "embeddings":
@@ -304,11 +320,13 @@ class SdkCall(Recording):
         response, self.answer = self.answer, None
         self._answered = False
         self._figures = None
+        self._bad_answer = None
         if response is not None:
             with contextlib.suppress(Exception):
                 vars(response).pop("json", None)
 
     def _end(self) -> None:
+        self.release()  # a failed attempt the SDK did not retry is the call's last
         if self._answered:
             self._forget_answer()
         self.request = None

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from spanledger import _forksafe
-from spanledger.instrument._capture import MethodSpec, Switch, wrap_async, wrap_sync
-from spanledger.instrument._hooks import add_hooks, remove_hooks
-from spanledger.instrument._recording import logged
+from spanledger.instrumentation._capture import MethodSpec, Switch, wrap_async, wrap_sync
+from spanledger.instrumentation._hooks import add_hooks, remove_hooks
+from spanledger.recording.call import logged
 
 __all__ = ["Installation", "instrument", "is_instrumented", "uninstrument"]
 
@@ -31,9 +31,9 @@ C = TypeVar("C")
 
 _RECORD = "_spanledger_instrumentation"
 _INTEGRATIONS = {
-    "openai": "spanledger.instrument.openai_client",
-    "cohere": "spanledger.instrument.cohere_client",
-    "voyageai": "spanledger.instrument.voyage_client",
+    "openai": "spanledger.instrumentation.openai_client",
+    "cohere": "spanledger.instrumentation.cohere_client",
+    "voyageai": "spanledger.instrumentation.voyage_client",
 }
 _lock = _forksafe.module_lock(globals(), "_lock", threading.RLock)
 _released: deque[tuple[Callable[..., Any], tuple[weakref.ref[Any], ...]]] = deque()

@@ -1,7 +1,7 @@
 """An httpx transport that records the known vendors' embedding and rerank requests.
 
 ```python
-client = httpx.Client(transport=spanledger.instrument.transport())
+client = httpx.Client(transport=spanledger.instrumentation.transport())
 ```
 
 Each POST to a recognised endpoint (see ``_routes``) is one event: the request's JSON gives the
@@ -16,22 +16,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 import httpx
 
-from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
-from spanledger.instrument._errors import describe
-from spanledger.instrument._facts import Figures
-from spanledger.instrument._recording import Recording, logged
-from spanledger.instrument._routes import Route, checked_vendors, facts_for, recognise
-from spanledger.instrument._wire import embedding_figures, has_vectors, rerank_figures
-from spanledger.errors import error_for_status
+from spanledger.errors import ErrorCategory, ProviderError, error_for_status
+from spanledger.instrumentation._errors import describe
+from spanledger.instrumentation._routes import checked_vendors, facts_for, recognise
 from spanledger.recorder import get_recorder
+from spanledger.recording.call import Recording, logged
+from spanledger.recording.reported import answered_badly, reported
+from spanledger.wire.endpoints import Endpoint, Vendor
+from spanledger.wire.http import parse_json
 
 __all__ = ["AsyncRecordingTransport", "RecordingTransport", "async_transport", "transport"]
 
 _SUFFIXES = ("/embeddings", "/embed", "/rerank")
+_UNDECODABLE = ProviderError(
+    ErrorCategory.INVALID_RESPONSE,
+    detail="the response body does not decode by its content encoding",
+    error_type="invalid_json",
+)
 
 
 class RecordingTransport(httpx.BaseTransport):
@@ -117,12 +121,11 @@ def async_transport(
 class _Watch:
     """One recognised request's recording."""
 
-    __slots__ = ("recording", "request_body", "route")
+    __slots__ = ("endpoint", "recording")
 
-    def __init__(self, recording: Recording, route: Route, request_body: dict[str, Any]) -> None:
+    def __init__(self, recording: Recording, endpoint: Endpoint) -> None:
         self.recording = recording
-        self.route = route
-        self.request_body = request_body
+        self.endpoint = endpoint
 
     def raised(self, exc: BaseException) -> None:
         try:
@@ -151,45 +154,42 @@ class _Watch:
         body = _decoded(status, headers, raw)
         if not 200 <= status < 300:
             self.recording.failed(
-                error_for_status(status, headers, body if body is not None else raw)
+                error_for_status(
+                    status,
+                    headers,
+                    body if body is not None else raw,
+                    self.endpoint.status_overrides,
+                )
             )
             return
         try:
-            payload = json.loads(body) if body is not None else None
-        except (ValueError, RecursionError):
-            payload = None
-        if payload is None:
-            self.recording.failed(
-                _unreadable(status, body if body is not None else raw, "invalid_json")
-            )
-            return
-        found = self._figures(payload)
-        if self.route.operation == "rerank":
-            answered = found.result_count is not None
-        else:
-            answered = has_vectors(self.route.vendor, payload)
-        if not answered:
-            self.recording.failed(_unreadable(status, body or raw, "missing_field"))
+            if body is None:  # its content encoding does not decode: the caller's read fails
+                raise _UNDECODABLE
+            found = reported(self.endpoint, parse_json(body), self.recording.facts)
+        except ProviderError as error:
+            self.recording.failed(answered_badly(error, status, body if body is not None else raw))
             return
         self.recording.succeeded(found)
 
     def _unrecorded(self, status: int, raw: bytes) -> None:
         """The outcome could not be read at all: still the call's one event, as unreadable."""
         try:
-            self.recording.failed(_unreadable(status, raw, "unreadable_response"))
+            self.recording.failed(
+                answered_badly(
+                    ProviderError(
+                        ErrorCategory.INVALID_RESPONSE,
+                        detail="the response could not be read",
+                        error_type="unreadable_response",
+                    ),
+                    status,
+                    raw,
+                )
+            )
         except Exception as exc:
             logged(exc)
 
-    def _figures(self, payload: object) -> Figures:
-        vendor = self.route.vendor
-        if self.route.operation == "rerank":
-            return rerank_figures(vendor, payload)
-        body = self.request_body
-        dtype = body.get("output_dtype", body.get("embedding_type", body.get("encoding_format")))
-        return embedding_figures(vendor, payload, dtype=dtype)
 
-
-def _watch(request: httpx.Request, vendors: Mapping[str, str]) -> _Watch | None:
+def _watch(request: httpx.Request, vendors: Mapping[str, Vendor]) -> _Watch | None:
     """A recording for ``request`` if it is a vendor call and someone is listening."""
     if request.method != "POST" or not request.url.path.rstrip("/").endswith(_SUFFIXES):
         return None
@@ -203,10 +203,10 @@ def _watch(request: httpx.Request, vendors: Mapping[str, str]) -> _Watch | None:
     if type(body) is not dict:
         return None
     try:
-        route = recognise(request.url, body, vendors)
-        if route is None:
+        endpoint = recognise(request.url, body, vendors)
+        if endpoint is None:
             return None
-        return _Watch(Recording(recorder, facts_for(route, body, request.url)), route, body)
+        return _Watch(Recording(recorder, facts_for(endpoint, body, request.url)), endpoint)
     except Exception as exc:
         logged(exc)
         return None
@@ -233,13 +233,3 @@ def _decoded(status: int, headers: httpx.Headers, raw: bytes) -> bytes | None:
         return probe.read()
     except Exception:
         return None
-
-
-def _unreadable(status: int, body: bytes, error_type: str) -> ProviderError:
-    return ProviderError(
-        ErrorCategory.INVALID_RESPONSE,
-        status_code=status if 200 <= status < 300 else None,
-        detail="the response body is not what this endpoint answers",
-        fingerprint=Fingerprint.of(body),
-        error_type=error_type,
-    )

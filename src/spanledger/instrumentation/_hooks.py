@@ -15,8 +15,8 @@ import weakref
 from typing import Any
 
 from spanledger import _forksafe
-from spanledger.instrument._capture import SdkCall, current_call
-from spanledger.instrument._recording import logged
+from spanledger.instrumentation._capture import SdkCall, current_call
+from spanledger.recording.call import logged
 
 __all__ = ["add_hooks", "remove_hooks"]
 

@@ -1,0 +1,92 @@
+"""Request scopes: the calls made while serving one request, and the frames it served.
+
+``request(request_id)`` opens a ``RequestScope`` through the recorder's call-scope hook, so
+every call inside carries the ``request_id`` and the recorder hands the scope its events; the
+scope's frame tracker follows the retrieved passages, and ``report()`` joins the two into the
+request's attribution and bill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from os import PathLike
+
+from spanledger import _forksafe
+from spanledger.attribution.bill import RequestReport
+from spanledger.attribution.tracker import FrameTracker
+from spanledger.events import Event
+from spanledger.ledger import Pricer, PriceTable, as_pricer
+from spanledger.recorder import current_scope, enter_scope, exit_scope, get_recorder
+
+__all__ = ["RequestScope", "current_request", "request"]
+
+
+class RequestScope:
+    """The calls made while serving one request, joined by ``request_id``, and the frames
+    (retrieved passages) the request served, rendered into its prompt and got cited for."""
+
+    def __init__(self, request_id: str) -> None:
+        if not request_id:
+            raise ValueError("request_id must be a non-empty string")
+        self.request_id = request_id
+        self._events: list[Event] = []
+        self._lock = _forksafe.lock(self, "_lock")
+        self.frames = FrameTracker()
+        self.serve = self.frames.serve
+        self.select = self.frames.select
+        self.render = self.frames.render
+        self.cite = self.frames.cite
+        self.cite_from_text = self.frames.cite_from_text
+        self.reject = self.frames.reject
+
+    def report(
+        self,
+        *,
+        prices: Pricer | PriceTable | str | PathLike[str] | None = None,
+        budget_requested: int | None = None,
+        emit: bool = True,
+    ) -> RequestReport:
+        """The request's attribution joined to its bill. Events already priced by the
+        recorder keep their cost lines; ``prices`` prices the others. With ``emit`` the summary
+        goes to the current recorder's sinks (event log, span attributes, metrics, Langfuse)."""
+        report = RequestReport.build(
+            self.request_id,
+            self.frames.report(budget_requested=budget_requested),
+            self.events,
+            as_pricer(prices, warn=False) if prices is not None else None,
+        )
+        if emit:
+            get_recorder().record_attribution(report.record())
+        return report
+
+    @property
+    def events(self) -> list[Event]:
+        """The events emitted inside this scope, in emission order (a copy)."""
+        with self._lock:
+            return list(self._events)
+
+    def add(self, event: Event) -> None:
+        """Keep an event emitted inside the scope (the recorder calls this)."""
+        with self._lock:
+            self._events.append(event)
+
+    def __repr__(self) -> str:
+        return f"RequestScope(request_id={self.request_id!r}, events={len(self._events)})"
+
+
+def current_request() -> RequestScope | None:
+    """The innermost open call scope, when it is a request scope."""
+    scope = current_scope()
+    return scope if isinstance(scope, RequestScope) else None
+
+
+@contextmanager
+def request(request_id: str) -> Iterator[RequestScope]:
+    """Open a request scope: calls inside carry ``request_id`` and are kept on the scope."""
+    scope = RequestScope(request_id)
+    token = enter_scope(scope)
+    try:
+        yield scope
+    finally:
+        exit_scope(token)

@@ -1,0 +1,51 @@
+"""What a response body reported, read by its endpoint's declaration for any recording path.
+
+A body the endpoint does not answer (too few vectors, a bad index, a score that is no number,
+more results than ``top_k``) raises the same ``provider_invalid_response`` on every path; the
+path adds the status and the body's fingerprint it holds.
+"""
+
+from __future__ import annotations
+
+from spanledger.errors import Fingerprint, ProviderError
+from spanledger.recording.facts import EmbedFacts, Figures, RerankFacts
+from spanledger.wire.endpoints import Endpoint
+from spanledger.wire.read import read_embeddings, read_rerank
+
+__all__ = ["answered_badly", "reported"]
+
+
+def reported(endpoint: Endpoint, payload: object, facts: EmbedFacts | RerankFacts) -> Figures:
+    """The figures of one decoded 2xx body of the call ``facts`` describes."""
+    if isinstance(facts, EmbedFacts):
+        part = read_embeddings(endpoint, payload, facts.input_count or None, facts.dtype)
+        return Figures(
+            usage=part.usage,
+            response_id=part.response_id,
+            response_model=part.model,
+            dimensions=part.dimensions,
+        )
+    rerank = read_rerank(endpoint, payload, facts.document_count or None, facts.top_k)
+    return Figures(
+        usage=rerank.usage,
+        response_id=rerank.response_id,
+        response_model=rerank.model,
+        result_count=len(rerank.results),
+    )
+
+
+def answered_badly(error: ProviderError, status: int | None, body: bytes | None) -> ProviderError:
+    """``error`` (a body the endpoint does not answer) with the 2xx status and the body's
+    fingerprint, when the path holds them: the provider did the work, the answer was unusable."""
+    if error.status_code is not None or (status is not None and not 200 <= status < 300):
+        return error
+    if status is None and body is None:
+        return error
+    return ProviderError(
+        error.category,
+        status,
+        error.retry_after,
+        error.fingerprint or (Fingerprint.of(body) if body is not None else None),
+        detail=error.detail,
+        error_type=error.error_type,
+    )
