@@ -216,3 +216,13 @@ def test_a_rerank_estimate_needs_every_document_to_be_text() -> None:
     with_texts, with_a_number = tape.events
     assert with_texts.estimated_usage is not None
     assert with_a_number.estimated_usage is None
+
+
+def test_a_call_whose_one_attempt_failed_carries_no_retry_fields() -> None:
+    tape = Tape()
+    recording = Recording(spanledger.Recorder([tape]), facts())
+    recording.failed(LIMITED, hold=True)
+    recording.release()
+
+    [event] = tape.events
+    assert (event.logical_call_id, event.attempt, event.retried) == (None, 1, False)

@@ -22,6 +22,7 @@ from spanledger.events import (
 from spanledger.exporters import ConsoleSink, JsonlSink
 from spanledger.instrumentation import instrument, record_embedding, record_rerank, uninstrument
 from spanledger.recorder import Recorder, get_recorder, set_default_recorder, use
+from spanledger.wire import Vendor
 
 __all__ = [
     "CallStarted",
@@ -45,6 +46,7 @@ __all__ = [
     "RerankResponse",
     "RerankUsage",
     "ScoredDocument",
+    "Vendor",
     "__version__",
     "configure",
     "current_request",

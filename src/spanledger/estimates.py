@@ -20,6 +20,7 @@ from spanledger.events import EmbeddingUsage, RerankUsage
 
 __all__ = [
     "ABANDONED_ERROR_TYPES",
+    "UNREADABLE_ANSWER_TYPES",
     "estimate_embedding_usage",
     "estimate_rerank_usage",
     "may_have_billed",
@@ -51,21 +52,30 @@ ABANDONED_ERROR_TYPES = frozenset(
 )
 """Failures after the request left: the provider may have done (and billed) the work."""
 
+UNREADABLE_ANSWER_TYPES = frozenset({"UnicodeDecodeError", "JSONDecodeError"})
+"""Failures to decode an answer that arrived: the provider did the work."""
+
 _SEARCH_UNIT_DOCUMENTS = 100
 
 
 def may_have_billed(
-    category: ErrorCategory | str, error_type: str | None, status_code: int | None
+    category: ErrorCategory | str,
+    error_type: str | None,
+    status_code: int | None,
+    *,
+    answered: bool = False,
 ) -> bool:
     """Whether a failed call may have been billed: it was abandoned after sending, or the
-    provider answered 2xx with a body that could not be read (the work was done)."""
+    provider answered 2xx with a body that could not be read (the work was done).
+    ``answered``: a 2xx answer arrived though the path does not know its status (an SDK that
+    returned normally, a manual block's raw body)."""
     if error_type in ABANDONED_ERROR_TYPES:
         return True
-    return (
-        category == ErrorCategory.INVALID_RESPONSE
-        and status_code is not None
-        and 200 <= status_code < 300
-    )
+    if category != ErrorCategory.INVALID_RESPONSE:
+        return False
+    if answered or error_type in UNREADABLE_ANSWER_TYPES:
+        return True
+    return status_code is not None and 200 <= status_code < 300
 
 
 def utf8_bytes(text: str) -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from spanledger.recording.call import Build, Recording, logged
 from spanledger.recording.facts import CallFacts, Figures
 from spanledger.recording.reported import answered_badly, reported
 from spanledger.wire.endpoints import Endpoint
+from spanledger.wire.http import parse_json
 
 __all__ = ["MethodSpec", "SdkCall", "Switch", "current_call", "wrap_async", "wrap_sync"]
 
@@ -230,13 +230,13 @@ class SdkCall(Recording):
                 try:
                     found = self._success_figures(result)
                 except ProviderError as error:
-                    self.failed(self._unusable(error))
+                    self.failed(self._unusable(error), answered=True)
                     return
                 except Exception as exc:
                     logged(exc)
                     found = Figures()
                 if self.facts.operation == "rerank" and found.result_count is None:
-                    self.failed(self._unreadable_answer("missing_field"))
+                    self.failed(self._unreadable_answer("missing_field"), answered=True)
                 else:
                     self.succeeded(found)
         except Exception as exc:
@@ -252,7 +252,7 @@ class SdkCall(Recording):
             if self._done:
                 return
             if self._answered:
-                self.failed(self._unreadable_answer(type(exc).__name__))
+                self.failed(self._unreadable_answer(type(exc).__name__), answered=True)
             elif self._sent:
                 self.failed(describe(exc))
             else:
@@ -301,11 +301,8 @@ class SdkCall(Recording):
         found = self._figures
         if found is None and self._answered:
             body = _body(self.answer)
-            payload = None
-            with contextlib.suppress(ValueError, RecursionError):
-                payload = json.loads(body) if body else None
-            if payload is not None:
-                found = reported(self.spec.endpoint, payload, self.facts)
+            if body is not None:  # the SDK never decoded it as JSON: it may not be JSON
+                found = reported(self.spec.endpoint, parse_json(body), self.facts)
         if found is None:
             found = Figures()
         if self.facts.operation == "embeddings":

@@ -19,7 +19,7 @@ from spanledger.errors import (
     category_for_status,
     parse_retry_after,
 )
-from spanledger.estimates import ABANDONED_ERROR_TYPES
+from spanledger.estimates import ABANDONED_ERROR_TYPES, UNREADABLE_ANSWER_TYPES
 
 __all__ = ["after_sending", "describe", "status_error", "transport_cause"]
 
@@ -47,6 +47,13 @@ def describe(
     by_status = status_error(exc)
     if by_status is not None:
         return by_status
+    undecodable = _undecodable(exc)
+    if undecodable is not None:  # an answer arrived and its body could not be decoded
+        return ProviderError(
+            ErrorCategory.INVALID_RESPONSE,
+            detail="a response body could not be decoded",
+            error_type=type(undecodable).__name__,
+        )
     cause = transport_cause(exc)
     if cause is not None:
         name = after_sending(cause) or type(cause).__name__
@@ -71,6 +78,19 @@ def status_error(exc: BaseException) -> ProviderError | None:
         fingerprint=_body_fingerprint(exc, response),
         error_type=f"http_{status}",
     )
+
+
+def _undecodable(exc: BaseException) -> BaseException | None:
+    """A body-decoding failure in ``exc``'s chain (itself included): text that is not UTF-8,
+    or not JSON. Only a response that arrived has a body to fail on."""
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        if type(node).__name__ in UNREADABLE_ANSWER_TYPES:
+            return node
+        node = node.__cause__ or node.__context__
+    return None
 
 
 def transport_cause(exc: BaseException) -> BaseException | None:

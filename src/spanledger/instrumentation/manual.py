@@ -199,8 +199,8 @@ class EmbeddingRecord(_Record):
         self._claim_outcome()
         found = self._raw_figures(raw)
         if isinstance(found, ProviderError):
-            problem = found
-            self._end(lambda recording: recording.failed(problem))
+            problem = found  # the body is the 2xx answer the provider gave
+            self._end(lambda recording: recording.failed(problem, answered=True))
             return
 
         def given_figures() -> Figures:
@@ -246,8 +246,8 @@ class RerankRecord(_Record):
         self._claim_outcome()
         found = self._raw_figures(raw)
         if isinstance(found, ProviderError):
-            problem = found
-            self._end(lambda recording: recording.failed(problem))
+            problem = found  # the body is the 2xx answer the provider gave
+            self._end(lambda recording: recording.failed(problem, answered=True))
             return
         if count is None:
             count = found.result_count

@@ -134,12 +134,19 @@ class Recording:
         self._finish(self._success, figures)
 
     def failed(
-        self, error: ProviderError, ended: float | None = None, *, hold: bool = False
+        self,
+        error: ProviderError,
+        ended: float | None = None,
+        *,
+        hold: bool = False,
+        answered: bool = False,
     ) -> None:
         """End the attempt as failed; one the provider may have billed carries an estimate.
         ``ended``: the ``perf_counter`` reading when it really ended, if that was earlier.
-        ``hold``: keep its event until it is known whether another attempt follows."""
-        self._finish(self._failure, error, ended, hold=hold)
+        ``hold``: keep its event until it is known whether another attempt follows.
+        ``answered``: a 2xx answer arrived whose status this path does not know."""
+        outcome = _Answered(error) if answered else error
+        self._finish(self._failure, outcome, ended, hold=hold)
 
     def release(self, *, retried: bool = False) -> None:
         """Emit the held attempt's event, if any (``retried``: another attempt followed)."""
@@ -147,8 +154,9 @@ class Recording:
         if held is None:
             return
         build, outcome, fields = held
-        fields["logical_call_id"] = self.first_call_id
-        fields["retried"] = retried
+        if retried:  # a call whose one attempt failed carries none of the retry fields
+            fields["logical_call_id"] = self.first_call_id
+            fields["retried"] = True
         self._emit(build, outcome, fields)
 
     def _finish(
@@ -242,9 +250,13 @@ class Recording:
         fields["usage"] = usage if isinstance(usage, RerankUsage) else None
         return _rerank_event(fields)
 
-    def _failure(self, error: ProviderError, fields: dict[str, Any]) -> Event:
+    def _failure(self, outcome: ProviderError | _Answered, fields: dict[str, Any]) -> Event:
         facts = self.facts
-        abandoned = may_have_billed(error.category, error.error_type, error.status_code)
+        answered = isinstance(outcome, _Answered)
+        error = outcome.error if isinstance(outcome, _Answered) else outcome
+        abandoned = may_have_billed(
+            error.category, error.error_type, error.status_code, answered=answered
+        )
         fields.update(
             error_category=error.category,
             error_type=error.error_type or type(error).__name__,
@@ -270,6 +282,15 @@ class Recording:
             else None
         )
         return _rerank_failed(fields)
+
+
+class _Answered:
+    """A failure on a 2xx answer whose status the path does not know (it may have billed)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ProviderError) -> None:
+        self.error = error
 
 
 def _rerank_facts(facts: RerankFacts) -> dict[str, Any]:

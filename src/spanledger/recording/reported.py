@@ -26,11 +26,14 @@ def reported(endpoint: Endpoint, payload: object, facts: EmbedFacts | RerankFact
             dimensions=part.dimensions,
         )
     rerank = read_rerank(endpoint, payload, facts.document_count or None, facts.top_k)
+    count = len(rerank.results)
+    if endpoint.client_side_top_k and facts.top_k is not None:
+        count = min(count, facts.top_k)  # the caller keeps top_k, as our providers do
     return Figures(
         usage=rerank.usage,
         response_id=rerank.response_id,
         response_model=rerank.model,
-        result_count=len(rerank.results),
+        result_count=count,
     )
 
 
