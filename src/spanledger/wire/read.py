@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from spanledger import figures
-from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument, trusted_builder_of
+from spanledger.events import (
+    EmbeddingUsage,
+    RerankUsage,
+    ScoredDocument,
+    builder_of,
+    trusted_builder_of,
+)
 from spanledger.figures import dig
 from spanledger.wire.decode import (
     decode_embedding,
@@ -37,7 +43,7 @@ __all__ = [
 ]
 
 # built from figures the figure rule has already judged: no second validation pass
-_embedding_usage = trusted_builder_of(EmbeddingUsage)
+_embedding_usage = builder_of(EmbeddingUsage)  # one field: validating is cheaper
 _rerank_usage = trusted_builder_of(RerankUsage)
 
 
@@ -96,6 +102,44 @@ def vector_type(requested: object) -> str | None:
     return "unreadable"
 
 
+_Getter = Callable[[object], object]
+_getters: dict[tuple[str, ...], _Getter] = {}
+
+
+def _at(path: tuple[str, ...]) -> _Getter:
+    """A reader of ``payload[path[0]][path[1]]...`` (``None`` where a step is missing): the
+    figure rule's ``dig``, unrolled once per declared path, since it runs on every call."""
+    getter = _getters.get(path)
+    if getter is not None:
+        return getter
+    if len(path) == 1:
+        (first,) = path
+
+        def getter(payload: object) -> object:
+            return payload.get(first) if type(payload) is dict else None
+
+    elif len(path) == 2:
+        first, second = path
+
+        def getter(payload: object) -> object:
+            if type(payload) is not dict:
+                return None
+            node = payload.get(first)
+            return node.get(second) if type(node) is dict else None
+
+    else:
+
+        def getter(payload: object) -> object:
+            return dig(payload, *path)
+
+    _getters[path] = getter
+    return getter
+
+
+def _figure(path: tuple[str, ...] | None, payload: object) -> object:
+    return _at(path)(payload) if path else None
+
+
 def read_embeddings(
     endpoint: Endpoint, payload: object, expected: int | None, dtype: str | None = None
 ) -> EmbeddingPart:
@@ -104,7 +148,7 @@ def read_embeddings(
     decode = _decoder(dtype)
     layout = endpoint.vectors
     if layout is VectorLayout.BY_INDEX:
-        vectors = vectors_by_index(dig(payload, "data"), expected, decode)
+        vectors = vectors_by_index(_DATA(payload), expected, decode)
     elif layout is VectorLayout.ROWS:
         vectors = _rows(require_list(payload, "the response"), expected, decode, dtype)
     else:
@@ -112,11 +156,9 @@ def read_embeddings(
     return EmbeddingPart(
         vectors=vectors,
         dimensions=_common_width(vectors, dtype),
-        usage=embedding_usage(dig(payload, *endpoint.tokens_at)) if endpoint.tokens_at else None,
-        response_id=figures.response_id(dig(payload, *endpoint.id_at)) if endpoint.id_at else None,
-        model=figures.response_model(dig(payload, *endpoint.model_at))
-        if endpoint.model_at
-        else None,
+        usage=embedding_usage(_figure(endpoint.tokens_at, payload)),
+        response_id=figures.response_id(_figure(endpoint.id_at, payload)),
+        model=figures.response_model(_figure(endpoint.model_at, payload)),
         raw=payload,
     )
 
@@ -127,7 +169,7 @@ def read_rerank(
     """One rerank response for a request of ``document_count`` documents (``None``: unknown)
     asking for at most ``top_k`` results (the wire's own cap, unless cut client-side)."""
     at = endpoint.results_at
-    items = require_list(dig(payload, *at) if at else payload, "results")
+    items = require_list(_at(at)(payload) if at else payload, "results")
     units, tokens = endpoint.units_at, endpoint.tokens_at
     return RerankPart(
         results=rerank_results(
@@ -137,15 +179,15 @@ def read_rerank(
             document_key=endpoint.document_key,
             limit=None if endpoint.client_side_top_k else top_k,
         ),
-        usage=rerank_usage(
-            dig(payload, *units) if units else None, dig(payload, *tokens) if tokens else None
-        ),
-        response_id=figures.response_id(dig(payload, *endpoint.id_at)) if endpoint.id_at else None,
-        model=figures.response_model(dig(payload, *endpoint.model_at))
-        if endpoint.model_at
-        else None,
+        usage=rerank_usage(_figure(units, payload), _figure(tokens, payload)),
+        response_id=figures.response_id(_figure(endpoint.id_at, payload)),
+        model=figures.response_model(_figure(endpoint.model_at, payload)),
         raw=payload,
     )
+
+
+_DATA = _at(("data",))
+_EMBEDDINGS = _at(("embeddings",))
 
 
 def _decoder(dtype: str | None) -> Callable[[object], Any]:
@@ -178,7 +220,7 @@ def _by_type(
     payload: object, expected: int | None, decode: Callable[[object], Any], dtype: str | None
 ) -> list[Any]:
     """Cohere's ``embeddings.<type>``, the type the request asked for (float by default)."""
-    by_type = dig(payload, "embeddings")
+    by_type = _EMBEDDINGS(payload)
     wanted = "float" if dtype in _FLOAT32 else dtype
     rows = dig(by_type, wanted) if type(wanted) is str else None
     if type(rows) is not list:
