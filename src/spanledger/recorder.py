@@ -465,10 +465,6 @@ current_scope: Callable[[], CallScope | None] = _current_scope.get
 """The innermost open call scope, if any. It is the context variable's own ``get``, bound once,
 because every recorded call reads it to stamp its ``request_id``."""
 
-current_request = current_scope
-"""Deprecated alias of ``current_scope``, kept while providers and instrumentation still import
-it from here; ``spanledger.current_request`` (attribution's) is the public one."""
-
 
 def enter_scope(scope: CallScope) -> Token[CallScope | None]:
     """Open ``scope`` around the calls that follow in this context; ``exit_scope`` closes it."""

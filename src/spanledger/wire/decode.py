@@ -12,6 +12,7 @@ import math
 import sys
 from array import array
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 from spanledger.errors import ErrorCategory, ProviderError
@@ -21,6 +22,7 @@ __all__ = [
     "all_finite",
     "decode_embedding",
     "document_echo",
+    "float_vectors",
     "invalid_response",
     "require_count",
     "require_list",
@@ -33,6 +35,7 @@ _NUMBER_TYPES = frozenset({float, int})
 _scored = trusted_builder_of(ScoredDocument)
 """A result whose index, score and echo were checked here: built without a second pass."""
 _INT_TYPES = frozenset({int})
+_LIST_TYPE = {list}
 
 
 def invalid_response(detail: str, error_type: str) -> ProviderError:
@@ -109,6 +112,25 @@ def decode_embedding(value: object) -> list[float]:
     raise invalid_response(
         "an embedding is neither a number array nor a base64 string", "bad_vector"
     )
+
+
+def float_vectors(values: list[Any]) -> list[Any]:
+    """Every embedding of a float response: number arrays as they are, base64 float32 decoded.
+
+    Checked as a batch, in C-level passes over all the vectors at once: every vector a list,
+    every entry an ``int`` or ``float`` (a bool is not a number here), and one sum that is not
+    finite if any value is NaN, infinite or beyond float range. Anything else (base64 text, a
+    bad entry, an overflow) is decoded vector by vector, which names the fault.
+    """
+    if {*map(type, values)} == _LIST_TYPE and {
+        *map(type, chain.from_iterable(values))
+    } <= _NUMBER_TYPES:
+        try:
+            if math.isfinite(sum(map(sum, values))):
+                return values
+        except OverflowError:
+            pass
+    return [decode_embedding(value) for value in values]
 
 
 def whole_numbers(value: object) -> Any:

@@ -23,6 +23,7 @@ from spanledger.events import (
 from spanledger.figures import dig
 from spanledger.wire.decode import (
     decode_embedding,
+    float_vectors,
     invalid_response,
     require_count,
     require_list,
@@ -145,7 +146,8 @@ def read_embeddings(
 ) -> EmbeddingPart:
     """One embedding response holding ``expected`` vectors (``None``: the count the request
     held is unknown), of the type ``dtype`` the request asked for."""
-    decode = _decoder(dtype)
+    floats = dtype in _FLOAT32
+    decode = _present if floats else _decoder(dtype)
     layout = endpoint.vectors
     if layout is VectorLayout.BY_INDEX:
         vectors = vectors_by_index(_DATA(payload), expected, decode)
@@ -153,6 +155,8 @@ def read_embeddings(
         vectors = _rows(require_list(payload, "the response"), expected, decode, dtype)
     else:
         vectors = _by_type(payload, expected, decode, dtype)
+    if floats:
+        vectors = float_vectors(vectors)
     return EmbeddingPart(
         vectors=vectors,
         dimensions=_common_width(vectors, dtype),
@@ -198,6 +202,11 @@ def _decoder(dtype: str | None) -> Callable[[object], Any]:
     return _unread
 
 
+def _present(value: object) -> object:
+    """A float vector as sent; ``float_vectors`` judges them all at once."""
+    return value
+
+
 def _unread(value: object) -> object:
     """A vector of a type spanledger does not know: present, not judged."""
     if value is None:
@@ -210,9 +219,9 @@ def _rows(
 ) -> list[Any]:
     require_count(rows, expected)
     if dtype in _FLOAT32:
-        for row in rows:
-            if type(row) is not list:
-                raise invalid_response("an embedding is not a number array", "bad_vector")
+        if rows and {*map(type, rows)} != {list}:
+            raise invalid_response("an embedding is not a number array", "bad_vector")
+        return rows
     return [decode(row) for row in rows]
 
 
