@@ -142,3 +142,26 @@ def test_the_import_contracts_in_pyproject_hold() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_no_two_public_classes_share_a_name() -> None:
+    """A public class name means one thing: two unrelated classes called alike (as two
+    ``RerankAttempt`` once were) make imports and docs ambiguous."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import spanledger
+
+    homes: dict[str, set[str]] = {}
+    for module_info in pkgutil.walk_packages(spanledger.__path__, "spanledger."):
+        module = importlib.import_module(module_info.name)
+        for name, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and not name.startswith("_")
+                and value.__module__.startswith("spanledger")
+            ):
+                homes.setdefault(name, set()).add(f"{value.__module__}.{value.__qualname__}")
+    shared = {name: places for name, places in homes.items() if len(places) > 1}
+    assert not shared, shared
