@@ -18,7 +18,9 @@ __all__ = ["answered_badly", "reported"]
 def reported(endpoint: Endpoint, payload: object, facts: EmbedFacts | RerankFacts) -> Figures:
     """The figures of one decoded 2xx body of the call ``facts`` describes."""
     if isinstance(facts, EmbedFacts):
-        part = read_embeddings(endpoint, payload, facts.input_count or None, facts.dtype)
+        part = read_embeddings(
+            endpoint, payload, facts.input_count or None, facts.dtype, keep_vectors=False
+        )
         return Figures(
             usage=part.usage,
             response_id=part.response_id,

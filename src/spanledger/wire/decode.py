@@ -83,9 +83,11 @@ def _not_finite() -> ProviderError:
     )
 
 
-def decode_embedding(value: object) -> list[float]:
+def decode_embedding(value: object, keep: bool = True) -> Any:
     """One embedding: a number array as is, or base64 little-endian float32; every value must
-    be a finite number (NaN or an infinity is corruption, not data)."""
+    be a finite number (NaN or an infinity is corruption, not data). ``keep=False``: a path
+    that only records the call needs base64 checked, not turned into a list of floats (its
+    float32 array is returned, as wide as the vector)."""
     if type(value) is list:
         if not {*map(type, value)} <= _NUMBER_TYPES:
             raise invalid_response("an embedding holds a value that is not a number", "bad_vector")
@@ -105,16 +107,15 @@ def decode_embedding(value: object) -> list[float]:
         floats.frombytes(raw)
         if sys.byteorder != "little":
             floats.byteswap()
-        vector = floats.tolist()
-        if not all_finite(vector):
+        if not math.isfinite(sum(floats)):  # float32 values: their sum cannot overflow
             raise _not_finite()
-        return vector
+        return floats.tolist() if keep else floats
     raise invalid_response(
         "an embedding is neither a number array nor a base64 string", "bad_vector"
     )
 
 
-def float_vectors(values: list[Any]) -> list[Any]:
+def float_vectors(values: list[Any], keep: bool = True) -> list[Any]:
     """Every embedding of a float response: number arrays as they are, base64 float32 decoded.
 
     Checked as a batch, in C-level passes over all the vectors at once: every vector a list,
@@ -130,7 +131,7 @@ def float_vectors(values: list[Any]) -> list[Any]:
                 return values
         except OverflowError:
             pass
-    return [decode_embedding(value) for value in values]
+    return [decode_embedding(value, keep) for value in values]
 
 
 def whole_numbers(value: object) -> Any:

@@ -142,10 +142,17 @@ def _figure(path: tuple[str, ...] | None, payload: object) -> object:
 
 
 def read_embeddings(
-    endpoint: Endpoint, payload: object, expected: int | None, dtype: str | None = None
+    endpoint: Endpoint,
+    payload: object,
+    expected: int | None,
+    dtype: str | None = None,
+    *,
+    keep_vectors: bool = True,
 ) -> EmbeddingPart:
     """One embedding response holding ``expected`` vectors (``None``: the count the request
-    held is unknown), of the type ``dtype`` the request asked for."""
+    held is unknown), of the type ``dtype`` the request asked for. ``keep_vectors=False``: the
+    vectors are checked as strictly, but base64 ones are not turned into float lists (a path
+    that only records the call never hands them on)."""
     floats = dtype in _FLOAT32
     decode = _present if floats else _decoder(dtype)
     layout = endpoint.vectors
@@ -156,7 +163,7 @@ def read_embeddings(
     else:
         vectors = _by_type(payload, expected, decode, dtype)
     if floats:
-        vectors = float_vectors(vectors)
+        vectors = float_vectors(vectors, keep_vectors)
     return EmbeddingPart(
         vectors=vectors,
         dimensions=_common_width(vectors, dtype),
