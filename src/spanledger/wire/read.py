@@ -240,7 +240,7 @@ def _by_type(
     wanted = "float" if dtype in _FLOAT32 else dtype
     rows = dig(by_type, wanted) if type(wanted) is str else None
     if type(rows) is not list:
-        raise invalid_response(f"embeddings.{wanted} is missing", "missing_field")
+        raise invalid_response("the embeddings of the requested type are missing", "missing_field")
     return _rows(rows, expected, decode, "float" if wanted == "float" else dtype)
 
 
