@@ -23,6 +23,7 @@ __all__ = [
     "CostCode",
     "CostLine",
     "CostStatus",
+    "summed_cost",
 ]
 
 
@@ -74,3 +75,51 @@ class CostLine:
     def is_known(self) -> bool:
         """Whether ``amount`` is the whole cost (priced, estimated or not billed)."""
         return self.status in KNOWN_STATUSES
+
+
+def summed_cost(earlier: CostLine | None, later: CostLine | None) -> CostLine | None:
+    """What two attempts of one logical call were charged together.
+
+    A retried call is one span (one observation), so its cost must be what the whole logical
+    call was charged: backends add up ``gen_ai.usage.cost`` (and Langfuse its cost details) per
+    trace, and only the sum keeps their totals equal to the ledger's, which prices every
+    attempt. The last attempt alone would lose an abandoned attempt that may have been billed
+    (a timeout carries an estimated cost); a 429 is ``not_billed`` and adds nothing. Known
+    amounts add up (``estimated`` if either was, else ``priced`` if either was); a total that
+    cannot be stated is not stated: an attempt that is not priced (``unpriced``,
+    ``unmetered``) makes the total that line, one with no cost line at all (pricing failed)
+    makes it ``None``, and amounts in two currencies make it ``unpriced``.
+    """
+    if earlier is None or later is None:
+        return None
+    if later.status not in KNOWN_STATUSES or later.amount is None:
+        return later
+    if earlier.status not in KNOWN_STATUSES or earlier.amount is None:
+        return earlier
+    currency = later.currency or earlier.currency
+    if earlier.currency and earlier.currency != currency:
+        return CostLine(
+            status=CostStatus.UNPRICED,
+            code=CostCode.AMBIGUOUS_PRICE,
+            reason="the attempts were priced in different currencies",
+        )
+    statuses = {earlier.status, later.status}
+    if CostStatus.ESTIMATED in statuses:
+        status = CostStatus.ESTIMATED
+    elif CostStatus.PRICED in statuses:
+        status = CostStatus.PRICED
+    else:
+        status = CostStatus.NOT_BILLED
+    named = later if later.status is status else earlier
+    dimensions = dict(earlier.dimensions)
+    for name, amount in later.dimensions.items():
+        dimensions[name] = dimensions[name] + amount if name in dimensions else amount
+    return CostLine(
+        status=status,
+        amount=earlier.amount + later.amount,
+        currency=currency,
+        reason=named.reason,
+        code=named.code,
+        dimensions=dimensions,
+        price_entry=later.price_entry or earlier.price_entry,
+    )

@@ -18,9 +18,9 @@ from opentelemetry.sdk.metrics.export import Histogram, Sum
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from spanledger.costs import CostCode, CostLine, CostStatus
+from spanledger.costs import CostCode, CostLine, CostStatus, summed_cost
 from spanledger.events import CallStarted, Event
-from spanledger.exporters.otel import ATTEMPT_EVENT, MAX_ATTEMPT_EVENTS, summed_cost
+from spanledger.exporters.otel import ATTEMPT_EVENT, MAX_ATTEMPT_EVENTS
 from tests.forking import fork, outcome
 
 from .conftest import (

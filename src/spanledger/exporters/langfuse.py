@@ -10,7 +10,7 @@ an absent ``usage_details`` is "not reported", never "0 tokens".
 A call an SDK retried (a 429, say) is one observation too: the last attempt ends it, its
 metadata lists the attempts that were retried (``retried_attempts``) and counts them all
 (``attempts``), and its cost details are what the whole logical call was charged
-(``spanledger.exporters.otel.summed_cost`` says why).
+(``spanledger.costs.summed_cost`` says why).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from spanledger import _forksafe
-from spanledger.costs import CHARGED_STATUSES, CostLine
+from spanledger.costs import CHARGED_STATUSES, CostLine, summed_cost
 from spanledger.events import (
     AttributionRecord,
     CallStarted,
@@ -38,7 +38,7 @@ from spanledger.exporters._payload import (
     payload_fields,
 )
 from spanledger.exporters._text import encodable
-from spanledger.exporters.otel import MAX_ATTEMPT_EVENTS, summed_cost
+from spanledger.exporters.otel import MAX_ATTEMPT_EVENTS
 
 if TYPE_CHECKING:
     from langfuse import Langfuse

@@ -8,8 +8,9 @@ the convention lacks. A figure the provider did not report is absent, never ``0`
 The span is live while the call runs (it starts on the recorder's start notice and is current
 until the call ends), so it parents under the caller's span and HTTP client spans nest under it.
 A call an SDK retried (a 429, say) is one span too: each attempt that was followed by another is a
-``spanledger.attempt`` span event on it, and the last attempt ends it (``summed_cost`` says what
-its cost is). Metrics stay per attempt: a retried 429 is a real request that failed.
+``spanledger.attempt`` span event on it, and the last attempt ends it
+(``spanledger.costs.summed_cost`` says what its cost is). Metrics stay per attempt: a retried
+429 is a real request that failed.
 Only the ``opentelemetry-api`` is needed here; the SDK and exporters are the application's.
 """
 
@@ -28,14 +29,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from spanledger import _forksafe
-from spanledger.costs import (
-    CHARGED_STATUSES,
-    KNOWN_STATUSES,
-    NOT_PRICED_STATUSES,
-    CostCode,
-    CostLine,
-    CostStatus,
-)
+from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine, summed_cost
 from spanledger.events import (
     AttributionRecord,
     CallStarted,
@@ -79,7 +73,6 @@ __all__ = [
     "attempt_attributes",
     "attribution_attributes",
     "latest_semconv_requested",
-    "summed_cost",
 ]
 
 _SCOPE = "spanledger"
@@ -224,54 +217,6 @@ def attempt_attributes(event: Event) -> dict[str, Any]:
     if event.cost is not None:
         attributes.update(cost_attributes(event.cost))
     return attributes
-
-
-def summed_cost(earlier: CostLine | None, later: CostLine | None) -> CostLine | None:
-    """What two attempts of one logical call were charged together.
-
-    A retried call is one span (one observation), so its cost must be what the whole logical
-    call was charged: backends add up ``gen_ai.usage.cost`` (and Langfuse its cost details) per
-    trace, and only the sum keeps their totals equal to the ledger's, which prices every
-    attempt. The last attempt alone would lose an abandoned attempt that may have been billed
-    (a timeout carries an estimated cost); a 429 is ``not_billed`` and adds nothing. Known
-    amounts add up (``estimated`` if either was, else ``priced`` if either was); a total that
-    cannot be stated is not stated: an attempt that is not priced (``unpriced``,
-    ``unmetered``) makes the total that line, one with no cost line at all (pricing failed)
-    makes it ``None``, and amounts in two currencies make it ``unpriced``.
-    """
-    if earlier is None or later is None:
-        return None
-    if later.status not in KNOWN_STATUSES or later.amount is None:
-        return later
-    if earlier.status not in KNOWN_STATUSES or earlier.amount is None:
-        return earlier
-    currency = later.currency or earlier.currency
-    if earlier.currency and earlier.currency != currency:
-        return CostLine(
-            status=CostStatus.UNPRICED,
-            code=CostCode.AMBIGUOUS_PRICE,
-            reason="the attempts were priced in different currencies",
-        )
-    statuses = {earlier.status, later.status}
-    if CostStatus.ESTIMATED in statuses:
-        status = CostStatus.ESTIMATED
-    elif CostStatus.PRICED in statuses:
-        status = CostStatus.PRICED
-    else:
-        status = CostStatus.NOT_BILLED
-    named = later if later.status is status else earlier
-    dimensions = dict(earlier.dimensions)
-    for name, amount in later.dimensions.items():
-        dimensions[name] = dimensions[name] + amount if name in dimensions else amount
-    return CostLine(
-        status=status,
-        amount=earlier.amount + later.amount,
-        currency=currency,
-        reason=named.reason,
-        code=named.code,
-        dimensions=dimensions,
-        price_entry=later.price_entry or earlier.price_entry,
-    )
 
 
 def cost_attributes(line: CostLine) -> dict[str, Any]:
