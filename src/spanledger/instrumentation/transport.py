@@ -24,7 +24,7 @@ from spanledger.instrumentation._errors import describe
 from spanledger.instrumentation._routes import checked_vendors, facts_for, recognise
 from spanledger.recorder import get_recorder
 from spanledger.recording.call import Recording, logged
-from spanledger.recording.reported import answered_badly, reported
+from spanledger.recording.reported import answered_badly, reported, unreadable_response
 from spanledger.wire.endpoints import Endpoint, Vendor
 from spanledger.wire.http import parse_json
 
@@ -174,17 +174,7 @@ class _Watch:
     def _unrecorded(self, status: int, raw: bytes) -> None:
         """The outcome could not be read at all: still the call's one event, as unreadable."""
         try:
-            self.recording.failed(
-                answered_badly(
-                    ProviderError(
-                        ErrorCategory.INVALID_RESPONSE,
-                        detail="the response could not be read",
-                        error_type="unreadable_response",
-                    ),
-                    status,
-                    raw,
-                )
-            )
+            self.recording.failed(answered_badly(unreadable_response(), status, raw))
         except Exception as exc:
             logged(exc)
 

@@ -16,7 +16,7 @@ from spanledger.errors import ErrorCategory, ProviderError, error_for_transport
 from spanledger.events import EmbeddingResponse, RerankResponse
 from spanledger.recording.call import Recording, ended_by
 from spanledger.recording.facts import Figures
-from spanledger.recording.reported import answered_badly
+from spanledger.recording.reported import answered_badly, unreadable_response
 
 __all__ = ["Timeout", "drive_async", "drive_sync", "run_async", "run_sync"]
 
@@ -80,16 +80,8 @@ def _next_request(
     except ProviderError as exc:
         failure = exc
     except Exception:  # RecursionError on deep JSON, or a shape no reader expected
-        failure = ProviderError(
-            ErrorCategory.INVALID_RESPONSE,
-            detail="the response could not be read",
-            error_type="unreadable_response",
-        )
-    raise _answered(failure, response)
-
-
-def _answered(error: ProviderError, response: httpx.Response) -> ProviderError:
-    return answered_badly(error, response.status_code, response.content)
+        failure = unreadable_response()
+    raise answered_badly(failure, response.status_code, response.content)
 
 
 def drive_sync(

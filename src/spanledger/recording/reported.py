@@ -7,12 +7,22 @@ path adds the status and the body's fingerprint it holds.
 
 from __future__ import annotations
 
-from spanledger.errors import Fingerprint, ProviderError
+from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
 from spanledger.recording.facts import EmbedFacts, Figures, RerankFacts
 from spanledger.wire.endpoints import Endpoint
 from spanledger.wire.read import read_embeddings, read_rerank
 
-__all__ = ["answered_badly", "reported"]
+__all__ = ["answered_badly", "reported", "unreadable_response"]
+
+
+def unreadable_response() -> ProviderError:
+    """A response no reader could get through (deep JSON, a shape nothing expected); a new
+    error each time, since it may be raised. ``answered_badly`` adds status and fingerprint."""
+    return ProviderError(
+        ErrorCategory.INVALID_RESPONSE,
+        detail="the response could not be read",
+        error_type="unreadable_response",
+    )
 
 
 def reported(endpoint: Endpoint, payload: object, facts: EmbedFacts | RerankFacts) -> Figures:

@@ -22,7 +22,6 @@ from spanledger.events import (
 )
 from spanledger.figures import dig
 from spanledger.wire.decode import (
-    decode_embedding,
     float_vectors,
     invalid_response,
     require_count,
@@ -154,7 +153,7 @@ def read_embeddings(
     vectors are checked as strictly, but base64 ones are not turned into float lists (a path
     that only records the call never hands them on)."""
     floats = dtype in _FLOAT32
-    decode = _present if floats else _decoder(dtype)
+    decode = _decoder(dtype)
     layout = endpoint.vectors
     if layout is VectorLayout.BY_INDEX:
         vectors = vectors_by_index(_DATA(payload), expected, decode)
@@ -202,15 +201,16 @@ _EMBEDDINGS = _at(("embeddings",))
 
 
 def _decoder(dtype: str | None) -> Callable[[object], Any]:
+    """How each vector is taken: floats as sent (``float_vectors`` then judges them all at
+    once), quantised ones checked one by one, unknown types only required to be there."""
     if dtype in _FLOAT32:
-        return decode_embedding
+        return _present
     if dtype in _ONE_BYTE or dtype in _PACKED_BITS:
         return whole_numbers
     return _unread
 
 
 def _present(value: object) -> object:
-    """A float vector as sent; ``float_vectors`` judges them all at once."""
     return value
 
 
@@ -241,7 +241,7 @@ def _by_type(
     rows = dig(by_type, wanted) if type(wanted) is str else None
     if type(rows) is not list:
         raise invalid_response("the embeddings of the requested type are missing", "missing_field")
-    return _rows(rows, expected, decode, "float" if wanted == "float" else dtype)
+    return _rows(rows, expected, decode, dtype)
 
 
 def _common_width(vectors: list[Any], dtype: str | None) -> int | None:
