@@ -23,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 from spanledger.errors import ErrorCategory, ProviderError, error_for_status
 from spanledger.instrumentation._errors import describe
 from spanledger.recorder import Recorder, get_recorder
-from spanledger.recording.call import Build, Recording, logged
+from spanledger.recording.call import Recording, logged
 from spanledger.recording.facts import CallFacts, Figures
 from spanledger.recording.reported import answered_badly, reported
 from spanledger.wire.endpoints import Endpoint
@@ -125,21 +125,32 @@ class SdkCall(Recording):
         try:
             if self.failing is not None:
                 self.error_body_settled(self.failing)
-            follows = self._follows(request)
-            hop, self._hop = self._hop, None
+            hop = self._hop
+            if hop is not None:
+                self._hop = None
+                if self._follows_hop(hop, request):
+                    self.request = request
+                    return
             self.request = request
-            if follows:
-                return
             if self._done:
-                self.restart()
+                self._next_attempt()
             elif self._sent:  # no answer, or a redirect the client did not follow
                 self.failed(_NO_RESPONSE if hop is None else _status_error(hop), hold=True)
-                self.restart()
+                self._next_attempt()
             self._sent = True
             if self._answered:
                 self._forget_answer()
         except Exception as exc:
             logged(exc)
+
+    def _next_attempt(self) -> None:
+        """The SDK retried: the attempt before's event goes out (as retried) from outside the
+        call's context, so an instrumented call a sink makes is recorded as its own."""
+        token = _current.set(None)
+        try:
+            self.restart()
+        finally:
+            _current.reset(token)
 
     def attempt_redirected(self, response: object) -> None:
         """A 3xx arrived: the request the client sends next, if it follows, is the same
@@ -147,11 +158,16 @@ class SdkCall(Recording):
         self._hop = response
 
     def _follows(self, request: Any) -> bool:
-        """Whether ``request`` is the client following the redirect the open attempt got: a
-        307/308 resends the very same body stream, a 301/302/303 turns into a GET to the
-        ``Location``. An SDK's retry is a new request with a new body."""
-        hop, prior = self._hop, self.request
-        if hop is None or prior is None or request is None:
+        """Whether ``request`` is the client following the redirect the open attempt got."""
+        hop = self._hop
+        return hop is not None and self._follows_hop(hop, request)
+
+    def _follows_hop(self, hop: Any, request: Any) -> bool:
+        """Whether ``request`` follows the redirect ``hop``: a 307/308 resends the very same
+        body stream, a 301/302/303 turns into a GET to the ``Location``. An SDK's retry is a
+        new request with a new body."""
+        prior = self.request
+        if prior is None or request is None:
             return False
         try:
             stream = request.stream
@@ -235,10 +251,10 @@ class SdkCall(Recording):
                 except Exception as exc:
                     logged(exc)
                     found = Figures()
-                if self.facts.operation == "rerank" and found.result_count is None:
+                if found.result_count is None and self.facts.operation == "rerank":
                     self.failed(self._unreadable_answer("missing_field"), answered=True)
                 else:
-                    self.succeeded(found)
+                    self._finish(self._success, found)
         except Exception as exc:
             logged(exc)
         finally:
@@ -278,27 +294,14 @@ class SdkCall(Recording):
         status = getattr(self.answer, "status_code", None)
         return answered_badly(error, status if type(status) is int else None, _body(self.answer))
 
-    def _announce(self) -> None:
-        """Sinks hear of the call outside it: an instrumented call a sink makes is its own."""
-        token = _current.set(None)
-        try:
-            super()._announce()
-        finally:
-            _current.reset(token)
-
-    def _emit(self, build: Build, outcome: object, fields: dict[str, Any]) -> None:
-        token = _current.set(None)
-        try:
-            super()._emit(build, outcome, fields)
-        finally:
-            _current.reset(token)
-
     def _success_figures(self, result: object) -> Figures:
         """The answer's figures (raising its ``ProviderError`` when the endpoint does not
         answer so); the SDK's result gives only the shape, when the body was never seen."""
         if self._bad_answer is not None:
             raise self._bad_answer
         found = self._figures
+        if found is not None and found.dimensions is not None:  # a float answer, read whole
+            return found
         if found is None and self._answered:
             body = _body(self.answer)
             if body is not None:  # the SDK never decoded it as JSON: it may not be JSON
@@ -323,8 +326,9 @@ class SdkCall(Recording):
                 vars(response).pop("json", None)
 
     def _end(self) -> None:
-        self.release()  # a failed attempt the SDK did not retry is the call's last
-        if self._answered:
+        if self._held is not None:
+            self.release()  # a failed attempt the SDK did not retry is the call's last
+        if self.answer is not None:
             self._forget_answer()
         self.request = None
 
@@ -379,10 +383,10 @@ def wrap_sync(original: Callable[P, T], spec: MethodSpec, switch: Switch) -> Cal
         try:
             result = original(*args, **kwargs)
         except BaseException as exc:
+            _current.reset(token)
             call.raised(exc)
             raise
-        finally:
-            _current.reset(token)
+        _current.reset(token)
         call.returned(result)
         return result
 
@@ -403,10 +407,10 @@ def wrap_async(
         try:
             result = await original(*args, **kwargs)
         except BaseException as exc:
+            _current.reset(token)
             call.raised(exc)
             raise
-        finally:
-            _current.reset(token)
+        _current.reset(token)
         call.returned(result)
         return result
 

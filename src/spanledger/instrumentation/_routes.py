@@ -108,7 +108,7 @@ def facts_for(endpoint: Endpoint, body: dict[str, Any], url: httpx.URL) -> CallF
             params["dimensions"] = dimensions
         used = {"model", items_key, "inputs", "images", type_key, dims_key}
         return EmbedFacts(
-            provider=endpoint.vendor.value,
+            provider=endpoint.provider,
             model=model,
             input_count=count,
             inputs=texts,
@@ -127,7 +127,7 @@ def facts_for(endpoint: Endpoint, body: dict[str, Any], url: httpx.URL) -> CallF
     returns = body.get(returns_key) if returns_key else None
     used = {"model", "query", items_key, top_key, returns_key}
     return RerankFacts(
-        provider=endpoint.vendor.value,
+        provider=endpoint.provider,
         model=model,
         query_length=utf8_length(text) if text is not None else 0,
         document_count=count,

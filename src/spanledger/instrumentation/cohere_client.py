@@ -99,7 +99,7 @@ def _embed_facts(
     if given(kwargs.get("output_dimension")):
         params["dimensions"] = kwargs["output_dimension"]
     return EmbedFacts(
-        provider=COHERE_EMBEDDINGS.vendor.value,
+        provider=COHERE_EMBEDDINGS.provider,
         model=model,
         input_count=count,
         inputs=inputs,
@@ -122,7 +122,7 @@ def _rerank_facts(
     query = text_or_none(kwargs.get("query"))
     count, documents = input_texts(kwargs.get("documents"))
     return RerankFacts(
-        provider=COHERE_EMBEDDINGS.vendor.value,
+        provider=COHERE_EMBEDDINGS.provider,
         model=model,
         query_length=utf8_length(query) if query is not None else 0,
         document_count=count,

@@ -51,7 +51,7 @@ def _embed_facts(
         return None
     count, texts = input_texts(kwargs.get("input"))
     return EmbedFacts(
-        provider=OPENAI_EMBEDDINGS.vendor.value,
+        provider=OPENAI_EMBEDDINGS.provider,
         model=model,
         input_count=count,
         inputs=texts,

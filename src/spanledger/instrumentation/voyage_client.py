@@ -98,7 +98,7 @@ def _embed_facts(
     if given(named.get("output_dimension")):
         params["dimensions"] = named["output_dimension"]
     return EmbedFacts(
-        provider=VOYAGE_EMBEDDINGS.vendor.value,
+        provider=VOYAGE_EMBEDDINGS.provider,
         model=model,
         input_count=count,
         inputs=texts,
@@ -122,7 +122,7 @@ def _rerank_facts(
     query = text_or_none(named.get("query"))
     count, documents = input_texts(named.get("documents"))
     return RerankFacts(
-        provider=VOYAGE_EMBEDDINGS.vendor.value,
+        provider=VOYAGE_EMBEDDINGS.provider,
         model=model,
         query_length=utf8_length(query) if query is not None else 0,
         document_count=count,

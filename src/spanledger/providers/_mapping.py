@@ -74,7 +74,7 @@ class _Mapping(ABC):
         if type(model) is not str or not model:
             raise ValueError("model must be a non-empty string")
         endpoint = self.endpoint
-        self.provider: str = endpoint.vendor.value
+        self.provider: str = endpoint.provider
         self.billing = endpoint.billing
         origin = base_url if base_url is not None else endpoint.default_base_url
         if not origin:

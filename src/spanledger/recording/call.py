@@ -167,7 +167,19 @@ class Recording:
             return
         self._done = True
         latency = ((perf_counter() if ended is None else ended) - self._t0) * 1000.0
-        fields = self._common(latency)
+        facts = self.facts
+        fields = {  # the fields every event of this attempt has
+            "call_id": self.call_id,
+            "request_id": self.request_id,
+            "provider": facts.provider,
+            "model": facts.model,
+            "started_at": self.started_at,
+            "latency_ms": latency,
+            "request_params": facts.request_params,
+            "request_extras": facts.extras,
+            "server_address": facts.server_address,
+            "server_port": facts.server_port,
+        }
         if self.attempt > 1:
             fields["logical_call_id"] = self.first_call_id
             fields["attempt"] = self.attempt
@@ -210,22 +222,6 @@ class Recording:
             _log_failure("call_started_build_failed", exc)
             return
         self.recorder.call_started(started)
-
-    def _common(self, latency_ms: float) -> dict[str, Any]:
-        """The fields every event of this attempt has."""
-        facts = self.facts
-        return {
-            "call_id": self.call_id,
-            "request_id": self.request_id,
-            "provider": facts.provider,
-            "model": facts.model,
-            "started_at": self.started_at,
-            "latency_ms": latency_ms,
-            "request_params": facts.request_params,
-            "request_extras": facts.extras,
-            "server_address": facts.server_address,
-            "server_port": facts.server_port,
-        }
 
     def _common_of(self, fields: dict[str, Any]) -> dict[str, Any]:
         """Only the common fields of a half-built event (to end it as unrecordable)."""

@@ -123,15 +123,20 @@ def float_vectors(values: list[Any], keep: bool = True) -> list[Any]:
     finite if any value is NaN, infinite or beyond float range. Anything else (base64 text, a
     bad entry, an overflow) is decoded vector by vector, which names the fault.
     """
-    if {*map(type, values)} == _LIST_TYPE and {
-        *map(type, chain.from_iterable(values))
-    } <= _NUMBER_TYPES:
+    if {*map(type, values)} == _LIST_TYPE and _numbers_only(values):
         try:
             if math.isfinite(sum(map(sum, values))):
                 return values
         except OverflowError:
             pass
     return [decode_embedding(value, keep) for value in values]
+
+
+def _numbers_only(vectors: list[list[Any]]) -> bool:
+    """Whether every entry is an ``int`` or ``float``: counting exact floats (one identity test
+    per entry, no hashing) settles the usual all-float answer; only a mix is sorted by type."""
+    kinds = [*map(type, chain.from_iterable(vectors))]
+    return kinds.count(float) == len(kinds) or {*kinds} <= _NUMBER_TYPES
 
 
 def whole_numbers(value: object) -> Any:

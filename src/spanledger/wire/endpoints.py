@@ -87,6 +87,11 @@ class Endpoint:
     status_overrides: dict[int, ErrorCategory] = field(default_factory=dict)
     hosts: tuple[str, ...] = ()
     """The vendor's public API hosts, by which plain httpx traffic is recognised."""
+    provider: str = field(init=False)
+    """The vendor's name as events carry it (a plain ``str``, read on every call)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "provider", self.vendor.value)
 
     @property
     def suffix(self) -> str:

@@ -74,10 +74,22 @@ class RerankPart:
     raw: Any
 
 
+_embedding_usages: dict[int, EmbeddingUsage] = {}
+_USAGES_KEPT = 4096
+
+
 def embedding_usage(input_tokens: object) -> EmbeddingUsage | None:
-    """An embedding usage record for a sound token figure, else none."""
+    """An embedding usage record for a sound token figure, else none. Records are immutable,
+    so one per token count is made and shared (up to ``_USAGES_KEPT`` counts)."""
     tokens = figures.count(input_tokens)
-    return _embedding_usage({"input_tokens": tokens}) if tokens is not None else None
+    if tokens is None:
+        return None
+    usage = _embedding_usages.get(tokens)
+    if usage is None:
+        usage = _embedding_usage({"input_tokens": tokens})
+        if len(_embedding_usages) < _USAGES_KEPT:
+            _embedding_usages[tokens] = usage
+    return usage
 
 
 def rerank_usage(search_units: object, input_tokens: object) -> RerankUsage | None:
@@ -136,8 +148,49 @@ def _at(path: tuple[str, ...]) -> _Getter:
     return getter
 
 
-def _figure(path: tuple[str, ...] | None, payload: object) -> object:
-    return _at(path)(payload) if path else None
+def _nothing(payload: object) -> object:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Readers:
+    """One endpoint's figure getters, built once: each is ``_nothing`` where the wire never
+    carries the figure."""
+
+    endpoint: Endpoint
+    tokens: _Getter
+    units: _Getter
+    id: _Getter
+    model: _Getter
+    results: _Getter
+
+
+_readers: dict[int, _Readers] = {}
+_READERS_KEPT = 256
+
+
+def _readers_of(endpoint: Endpoint) -> _Readers:
+    """The getters of ``endpoint``'s declared paths (cached by identity: a declaration is a
+    module constant, and one built at run time is checked to be the one cached)."""
+    found = _readers.get(id(endpoint))
+    if found is not None and found.endpoint is endpoint:
+        return found
+    results = endpoint.results_at
+    found = _Readers(
+        endpoint,
+        *(
+            _at(path) if path else _nothing
+            for path in (endpoint.tokens_at, endpoint.units_at, endpoint.id_at, endpoint.model_at)
+        ),
+        _at(results) if results else _itself,
+    )
+    if len(_readers) < _READERS_KEPT:
+        _readers[id(endpoint)] = found
+    return found
+
+
+def _itself(payload: object) -> object:
+    return payload
 
 
 def read_embeddings(
@@ -153,7 +206,7 @@ def read_embeddings(
     vectors are checked as strictly, but base64 ones are not turned into float lists (a path
     that only records the call never hands them on)."""
     floats = dtype in _FLOAT32
-    decode = _decoder(dtype)
+    decode = _present if floats else _decoder(dtype)
     layout = endpoint.vectors
     if layout is VectorLayout.BY_INDEX:
         vectors = vectors_by_index(_DATA(payload), expected, decode)
@@ -163,13 +216,14 @@ def read_embeddings(
         vectors = _by_type(payload, expected, decode, dtype)
     if floats:
         vectors = float_vectors(vectors, keep_vectors)
+    readers = _readers_of(endpoint)
     return EmbeddingPart(
-        vectors=vectors,
-        dimensions=_common_width(vectors, dtype),
-        usage=embedding_usage(_figure(endpoint.tokens_at, payload)),
-        response_id=figures.response_id(_figure(endpoint.id_at, payload)),
-        model=figures.response_model(_figure(endpoint.model_at, payload)),
-        raw=payload,
+        vectors,
+        _common_width(vectors, dtype),
+        embedding_usage(readers.tokens(payload)),
+        figures.response_id(readers.id(payload)),
+        figures.response_model(readers.model(payload)),
+        payload,
     )
 
 
@@ -178,21 +232,20 @@ def read_rerank(
 ) -> RerankPart:
     """One rerank response for a request of ``document_count`` documents (``None``: unknown)
     asking for at most ``top_k`` results (the wire's own cap, unless cut client-side)."""
-    at = endpoint.results_at
-    items = require_list(_at(at)(payload) if at else payload, "results")
-    units, tokens = endpoint.units_at, endpoint.tokens_at
+    readers = _readers_of(endpoint)
+    items = require_list(readers.results(payload), "results")
     return RerankPart(
-        results=rerank_results(
+        rerank_results(
             items,
             document_count,
             score_key=endpoint.score_key,
             document_key=endpoint.document_key,
             limit=None if endpoint.client_side_top_k else top_k,
         ),
-        usage=rerank_usage(_figure(units, payload), _figure(tokens, payload)),
-        response_id=figures.response_id(_figure(endpoint.id_at, payload)),
-        model=figures.response_model(_figure(endpoint.model_at, payload)),
-        raw=payload,
+        rerank_usage(readers.units(payload), readers.tokens(payload)),
+        figures.response_id(readers.id(payload)),
+        figures.response_model(readers.model(payload)),
+        payload,
     )
 
 
