@@ -178,15 +178,19 @@ def _readers_of(endpoint: Endpoint) -> _Readers:
     results = endpoint.results_at
     found = _Readers(
         endpoint,
-        *(
-            _at(path) if path else _nothing
-            for path in (endpoint.tokens_at, endpoint.units_at, endpoint.id_at, endpoint.model_at)
-        ),
-        _at(results) if results else _itself,
+        tokens=_getter_of(endpoint.tokens_at),
+        units=_getter_of(endpoint.units_at),
+        id=_getter_of(endpoint.id_at),
+        model=_getter_of(endpoint.model_at),
+        results=_at(results) if results else _itself,
     )
     if len(_readers) < _READERS_KEPT:
         _readers[id(endpoint)] = found
     return found
+
+
+def _getter_of(path: tuple[str, ...] | None) -> _Getter:
+    return _at(path) if path else _nothing
 
 
 def _itself(payload: object) -> object:
