@@ -37,8 +37,10 @@ def reported(endpoint: Endpoint, payload: object, facts: EmbedFacts | RerankFact
             response_model=part.model,
             dimensions=part.dimensions,
         )
-    rerank = read_rerank(endpoint, payload, facts.document_count or None, facts.top_k)
-    count = len(rerank.results)
+    rerank = read_rerank(
+        endpoint, payload, facts.document_count or None, facts.top_k, keep_results=False
+    )
+    count = rerank.count
     if endpoint.client_side_top_k and facts.top_k is not None:
         count = min(count, facts.top_k)  # the caller keeps top_k, as our providers do
     return Figures(

@@ -206,8 +206,10 @@ def rerank_results(
     score_key: str = "relevance_score",
     document_key: str | None = "document",
     limit: int | None = None,
+    keep: bool = True,
 ) -> list[ScoredDocument]:
-    """Validate rerank entries (index range, no duplicates, finite scores, at most ``limit``)."""
+    """Validate rerank entries (index range, no duplicates, finite scores, at most ``limit``).
+    ``keep=False``: checked as strictly, but no result is built (a path that only counts them)."""
     entries = require_list(items, "results")
     if limit is not None and len(entries) > limit:
         raise invalid_response(f"{len(entries)} results for top_k={limit}", "too_many_results")
@@ -232,5 +234,8 @@ def rerank_results(
         if score is None:
             raise invalid_response("a result has a missing or non-numeric score", "bad_score")
         document = document_echo(entry.get(document_key)) if document_key else None
-        results.append(_scored({"index": index, "relevance_score": score, "document": document}))
+        if keep:
+            results.append(
+                _scored({"index": index, "relevance_score": score, "document": document})
+            )
     return results

@@ -65,13 +65,15 @@ class EmbeddingPart:
 
 @dataclass(slots=True)
 class RerankPart:
-    """What one response reported: results with indices local to its request, and figures."""
+    """What one response reported: results with indices local to its request, and figures.
+    ``count``: how many results it held (``results`` is empty when they were not kept)."""
 
     results: list[ScoredDocument]
     usage: RerankUsage | None
     response_id: str | None
     model: str | None
     raw: Any
+    count: int
 
 
 _embedding_usages: dict[int, EmbeddingUsage] = {}
@@ -232,10 +234,17 @@ def read_embeddings(
 
 
 def read_rerank(
-    endpoint: Endpoint, payload: object, document_count: int | None, top_k: int | None
+    endpoint: Endpoint,
+    payload: object,
+    document_count: int | None,
+    top_k: int | None,
+    *,
+    keep_results: bool = True,
 ) -> RerankPart:
     """One rerank response for a request of ``document_count`` documents (``None``: unknown)
-    asking for at most ``top_k`` results (the wire's own cap, unless cut client-side)."""
+    asking for at most ``top_k`` results (the wire's own cap, unless cut client-side).
+    ``keep_results=False``: the results are checked as strictly but not built, for a path that
+    only records how many there were."""
     readers = _readers_of(endpoint)
     items = require_list(readers.results(payload), "results")
     return RerankPart(
@@ -245,11 +254,13 @@ def read_rerank(
             score_key=endpoint.score_key,
             document_key=endpoint.document_key,
             limit=None if endpoint.client_side_top_k else top_k,
+            keep=keep_results,
         ),
         rerank_usage(readers.units(payload), readers.tokens(payload)),
         figures.response_id(readers.id(payload)),
         figures.response_model(readers.model(payload)),
         payload,
+        len(items),
     )
 
 
