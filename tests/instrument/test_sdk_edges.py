@@ -26,6 +26,7 @@ from spanledger import (
     EmbeddingEvent,
     EmbeddingFailedEvent,
     EmbeddingUsage,
+    CallStarted,
     ErrorCategory,
     Event,
     Recorder,
@@ -427,3 +428,58 @@ def test_a_redirect_the_client_does_not_follow_is_that_attempts_failure() -> Non
     assert isinstance(redirected, EmbeddingFailedEvent)
     assert (redirected.status_code, redirected.error_type) == (307, "http_307")
     assert isinstance(answered, EmbeddingEvent)
+
+
+class StartCallingSink(Tape):
+    """Makes an instrumented call of its own when it hears the outer call start, and another
+    when it hears the outer call's last event."""
+
+    def __init__(self, sdk: openai.OpenAI) -> None:
+        super().__init__()
+        self.sdk = sdk
+        self.inner: list[int] = []
+
+    def _inner(self) -> None:
+        result = self.sdk.embeddings.create(model="inner", input=["y"])
+        self.inner.append(result.usage.prompt_tokens)
+
+    def call_started(self, started: CallStarted) -> None:
+        super().call_started(started)
+        if started.model == "outer":
+            self._inner()
+
+    def emit(self, event: Event) -> None:
+        super().emit(event)
+        if event.model == "outer":
+            self._inner()
+
+
+@pytest.mark.parametrize("outcome", ["returned", "raised"])
+def test_calls_a_sink_makes_at_the_start_and_at_the_end_are_recorded_as_their_own(
+    outcome: str,
+) -> None:
+    def script(method: str, path: str, body: dict[str, Any], counts: Counter[str]) -> Reply:
+        if body["model"] == "outer" and outcome == "raised":
+            return 400, {}, b'{"error": {"message": "no"}}'
+        return 200, {}, embedding(7 if body["model"] == "outer" else 3)
+
+    with serving(script) as server:
+        sdk = spanledger.instrument(client(server.url))
+        sink = StartCallingSink(sdk)
+        with spanledger.use(Recorder([sink])):
+            if outcome == "raised":
+                with pytest.raises(openai.BadRequestError):
+                    sdk.embeddings.create(model="outer", input=["x"])
+            else:
+                sdk.embeddings.create(model="outer", input=["x"])
+
+        assert sink.inner == [3, 3]
+        last = "EmbeddingEvent" if outcome == "returned" else "EmbeddingFailedEvent"
+        assert kinds(sink) == [
+            ("start", "outer"),
+            ("start", "inner"),
+            ("EmbeddingEvent", "inner"),
+            (last, "outer"),
+            ("start", "inner"),
+            ("EmbeddingEvent", "inner"),
+        ]
