@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import spanledger
 from spanledger import (
+    CallStarted,
     EmbeddingEvent,
     EmbeddingFailedEvent,
     EmbeddingUsage,
-    CallStarted,
     ErrorCategory,
     Event,
     Recorder,
