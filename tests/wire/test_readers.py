@@ -87,6 +87,16 @@ def test_an_endpoint_built_at_run_time_is_read_by_its_own_paths() -> None:
     assert read_embeddings(OPENAI_EMBEDDINGS, body, 1).usage == EmbeddingUsage(input_tokens=4)
 
 
+def test_readers_cached_under_a_reused_identity_are_not_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    body = {"data": [{"index": 0, "embedding": [0.5]}], "usage": {"total_tokens": 9}}
+    variant = dataclasses.replace(OPENAI_EMBEDDINGS, tokens_at=("usage", "total_tokens"))
+    stale = read._readers_of(OPENAI_EMBEDDINGS)  # as if a freed endpoint had this object's id
+    monkeypatch.setitem(read._readers, id(variant), stale)
+    assert read_embeddings(variant, body, 1).usage == EmbeddingUsage(input_tokens=9)
+
+
 def test_a_body_that_is_the_results_list_is_read_from_itself() -> None:
     assert VOYAGE_RERANK.results_at == ("data",)
     bare = dataclasses.replace(VOYAGE_RERANK, results_at=())
