@@ -16,6 +16,7 @@ from spanledger.attribution.frames import (
     ServedFrame,
     UsageReport,
 )
+from spanledger.attribution.passages import framework_passages
 from spanledger.attribution.uses import AttributionReport, ContextUse, Problem, ProblemKind
 from spanledger.events import ScoredDocument
 
@@ -56,7 +57,7 @@ class FrameTracker:
 
     def serve(
         self,
-        source: Ranked | Sequence[ScoredDocument] | Sequence[str],
+        source: Ranked | Sequence[ScoredDocument] | Sequence[str] | Sequence[object],
         documents: Sequence[str] | None = None,
         *,
         provider_id: str,
@@ -65,13 +66,22 @@ class FrameTracker:
     ) -> list[ServedFrame]:
         """Record frames a provider served: ranked results (a ``RerankResponse``, a fallback
         ``RerankOutcome`` or a list of ``ScoredDocument``, in rank order, content taken from
-        ``documents[result.index]``) or a plain list of passages. Frame ids come from ``ids``
-        (by original position) or are the positions themselves."""
+        ``documents[result.index]``), a plain list of passages, or the list a framework's
+        retriever returned (LangChain ``Document``, LlamaIndex ``NodeWithScore``), which
+        carries its own texts. Frame ids come from ``ids`` (by original position), else from
+        the framework items when every one has an id, else are the positions themselves."""
         results = _ranked(source)
+        passages = framework_passages(source) if results is None else None
         if results is not None:
             if documents is None:
                 raise ValueError("serving ranked results needs the documents they index")
             picks = [(r.index, documents[r.index]) for r in results]
+        elif passages is not None:
+            if documents is not None:
+                raise ValueError("framework documents carry their own text: pass no documents")
+            picks = list(enumerate(passages.texts))
+            if ids is None:
+                ids = passages.ids
         else:
             picks = list(enumerate(cast(Sequence[str], source)))
         if ids is not None and len(ids) < max((i for i, _ in picks), default=-1) + 1:
