@@ -1,9 +1,11 @@
 """Instrument existing embedding and rerank calls: SDK clients, your own httpx traffic, any code.
 
 - ``spanledger.instrument(client)`` / ``uninstrument(client)``: the official ``openai``,
-  ``cohere`` (v2) and ``voyageai`` clients, sync and async. One client at a time: there is no
-  process-wide patching, and a copy made with ``client.with_options(...)`` is a new,
-  uninstrumented client.
+  ``cohere`` (v2) and ``voyageai`` clients, sync and async, one client at a time (a copy made
+  with ``client.with_options(...)`` is a new, uninstrumented client).
+- ``spanledger.instrument()`` / ``uninstrument()``: the process-wide switch, for clients a
+  framework builds where you cannot reach them: every client of those SDKs records, made before
+  the switch or after (copies too); ``instrument(sdks=["cohere"])`` names the SDKs.
 - ``transport()`` / ``async_transport()``: an httpx transport that records requests to the
   known vendors' embedding and rerank endpoints.
 - ``record_embedding(...)`` / ``record_rerank(...)``: a block around any other call.
@@ -29,7 +31,12 @@ category by HTTP status, the status, ``Retry-After`` and a fingerprint of the bo
 
 from __future__ import annotations
 
-from spanledger.instrumentation._registry import instrument, is_instrumented, uninstrument
+from spanledger.instrumentation._registry import (
+    instrument,
+    instrumented_sdks,
+    is_instrumented,
+    uninstrument,
+)
 from spanledger.instrumentation.manual import (
     EmbeddingRecord,
     RerankRecord,
@@ -50,6 +57,7 @@ __all__ = [
     "RerankRecord",
     "async_transport",
     "instrument",
+    "instrumented_sdks",
     "is_instrumented",
     "record_embedding",
     "record_rerank",

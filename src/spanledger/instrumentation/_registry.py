@@ -17,15 +17,17 @@ import importlib
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TypeVar, overload
 
 from spanledger import _forksafe
+from spanledger.instrumentation import _everywhere
 from spanledger.instrumentation._capture import MethodSpec, Switch, wrap_async, wrap_sync
+from spanledger.instrumentation._everywhere import ClassMethod, SdkSupport
 from spanledger.instrumentation._hooks import add_hooks, remove_hooks
 from spanledger.recording.call import logged
 
-__all__ = ["Installation", "instrument", "is_instrumented", "uninstrument"]
+__all__ = ["Installation", "instrument", "instrumented_sdks", "is_instrumented", "uninstrument"]
 
 C = TypeVar("C")
 
@@ -35,6 +37,49 @@ _INTEGRATIONS = {
     "cohere": "spanledger.instrumentation.cohere_client",
     "voyageai": "spanledger.instrumentation.voyage_client",
 }
+_SUPPORT = {
+    "openai": SdkSupport(
+        "openai",
+        (3, 57),
+        (4,),
+        (
+            ClassMethod(
+                "openai.resources.embeddings", "Embeddings", "create", False, lambda r: r._client
+            ),
+            ClassMethod(
+                "openai.resources.embeddings",
+                "AsyncEmbeddings",
+                "create",
+                True,
+                lambda r: r._client,
+            ),
+        ),
+    ),
+    "cohere": SdkSupport(
+        "cohere",
+        (7, 3),
+        (8,),
+        (
+            ClassMethod("cohere", "ClientV2", "embed", False),
+            ClassMethod("cohere", "ClientV2", "rerank", False),
+            ClassMethod("cohere", "AsyncClientV2", "embed", True),
+            ClassMethod("cohere", "AsyncClientV2", "rerank", True),
+        ),
+    ),
+    "voyageai": SdkSupport(
+        "voyageai",
+        (0, 5),
+        (0, 6),
+        (
+            ClassMethod("voyageai.client", "Client", "embed", False),
+            ClassMethod("voyageai.client", "Client", "rerank", False),
+            ClassMethod("voyageai.client_async", "AsyncClient", "embed", True),
+            ClassMethod("voyageai.client_async", "AsyncClient", "rerank", True),
+        ),
+    ),
+}
+"""What the process-wide switch patches per SDK, and the versions the tests cover."""
+
 _lock = _forksafe.module_lock(globals(), "_lock", threading.RLock)
 _released: deque[tuple[Callable[..., Any], tuple[weakref.ref[Any], ...]]] = deque()
 
@@ -109,12 +154,27 @@ class Integration(Protocol):
     def install(self, client: Any, installation: Installation) -> None: ...
 
 
-def instrument(client: C) -> C:
+@overload
+def instrument(client: C, *, sdks: None = None) -> C: ...
+@overload
+def instrument(client: None = None, *, sdks: Iterable[str] | None = None) -> None: ...
+def instrument(client: Any = None, *, sdks: Iterable[str] | None = None) -> Any:
     """Make ``client`` record every embedding and rerank call; returns the same client.
 
     Supported: ``openai.OpenAI`` / ``AsyncOpenAI``, ``cohere.ClientV2`` / ``AsyncClientV2`` and
     ``voyageai.Client`` / ``AsyncClient``. Instrumenting a client twice changes nothing.
+
+    With no client, the process-wide switch: every client of the named SDKs (``"openai"``,
+    ``"cohere"``, ``"voyageai"``; default: each of them that is installed, imported now) records,
+    clients made before the switch and after it. An SDK version the tests do not cover is
+    refused with a ``RuntimeError`` naming it and the range, before anything changes.
+    ``uninstrument()`` with no client switches it off. Both modes together record a call once.
     """
+    if client is None:
+        _everywhere.switch_on(_SUPPORT, sdks, instrument, is_instrumented)
+        return None
+    if sdks is not None:
+        raise TypeError("sdks names SDKs for the process-wide switch: pass no client with it")
     with _lock:
         _run_released()
         if is_instrumented(client):
@@ -130,14 +190,28 @@ def instrument(client: C) -> C:
     return client
 
 
-def uninstrument(client: C) -> C:
-    """Undo ``instrument``; a client that is not instrumented is returned unchanged."""
+@overload
+def uninstrument(client: C) -> C: ...
+@overload
+def uninstrument(client: None = None) -> None: ...
+def uninstrument(client: Any = None) -> Any:
+    """Undo ``instrument``; a client that is not instrumented is returned unchanged. With no
+    client, switch the process-wide mode off: the SDKs' methods are put back and the clients
+    it instrumented are uninstrumented (clients instrumented by hand stay so)."""
+    if client is None:
+        _everywhere.switch_off(uninstrument)
+        return None
     with _lock:
         installation = vars(client).pop(_RECORD, None) if hasattr(client, "__dict__") else None
         if isinstance(installation, Installation):
             installation.undo()
         _run_released()
     return client
+
+
+def instrumented_sdks() -> tuple[str, ...]:
+    """The SDKs the process-wide switch is on for (empty when it is off)."""
+    return _everywhere.switched_on()
 
 
 def is_instrumented(client: object) -> bool:

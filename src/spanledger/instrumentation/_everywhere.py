@@ -1,0 +1,210 @@
+"""The process-wide switch: every client of the supported SDKs records, old and new.
+
+Each SDK's client classes get their embedding and rerank methods replaced by a wrapper that,
+on a client's first call, instruments that client as ``instrument(client)`` would (its hooks,
+its instance-level wrappers) and then hands the call to it; from then on the client's own
+wrappers take its calls, and the class wrapper only passes them to the SDK's method. A client
+instrumented by hand before the switch keeps its own wrappers: each call is still recorded once.
+Undoing puts the SDK's methods back and uninstruments the clients the switch instrumented.
+
+An SDK version outside the range the tests cover is refused before anything is patched. A
+client the switch cannot instrument (a version drift, a subclass it does not know) is passed
+through untouched and the reason logged by type: the switch never raises into a caller.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import re
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any
+
+from spanledger import _forksafe
+from spanledger.recording.call import logged
+
+__all__ = ["ClassMethod", "SdkSupport", "switch_off", "switch_on", "switched_on"]
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class ClassMethod:
+    """One SDK method the switch replaces: ``module.owner.name``; ``client_of`` finds the
+    client an instance belongs to (the instance itself, or an OpenAI resource's client)."""
+
+    module: str
+    owner: str
+    name: str
+    is_async: bool
+    client_of: Callable[[Any], Any] = lambda instance: instance
+
+
+@dataclass(frozen=True)
+class SdkSupport:
+    """What the switch patches in one SDK, and the versions the tests cover
+    (``lowest <= version < below``)."""
+
+    distribution: str
+    lowest: tuple[int, ...]
+    below: tuple[int, ...]
+    methods: tuple[ClassMethod, ...]
+
+    def refusal(self) -> str | None:
+        """Why the installed version cannot be switched on, or ``None`` when it can."""
+        try:
+            installed = importlib.metadata.version(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return f"{self.distribution} is not installed"
+        found = _numbers(installed)
+        if self.lowest <= found < self.below:
+            return None
+        return (
+            f"{self.distribution} {installed} is installed; spanledger.instrument() supports "
+            f"{_dotted(self.lowest)} and later, below {_dotted(self.below)}"
+        )
+
+
+class _Patch:
+    """One replaced class attribute, and how to put the SDK's back."""
+
+    def __init__(self, owner: type, name: str, replaced: object, wrapper: object) -> None:
+        self.owner = owner
+        self.name = name
+        self.replaced = replaced  # what the class itself held (``_MISSING``: it inherited it)
+        self.wrapper = wrapper
+
+    def undo(self) -> None:
+        if vars(self.owner).get(self.name) is not self.wrapper:
+            return  # someone patched over us since: leave theirs
+        if self.replaced is _MISSING:
+            delattr(self.owner, self.name)
+        else:
+            setattr(self.owner, self.name, self.replaced)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.on: dict[str, list[_Patch]] = {}
+        self.adopted: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+_lock = _forksafe.module_lock(globals(), "_lock", threading.RLock)
+_state = _State()
+
+
+def switched_on() -> tuple[str, ...]:
+    """The SDKs the process-wide switch is on for."""
+    return tuple(_state.on)
+
+
+def switch_on(
+    supports: dict[str, SdkSupport],
+    sdks: Iterable[str] | None,
+    instrument: Callable[[Any], Any],
+    is_instrumented: Callable[[Any], bool],
+) -> None:
+    """Patch every named SDK (default: every supported SDK that is installed), or none: the
+    versions are all checked before anything changes. Already on: no change."""
+    if isinstance(sdks, str):
+        raise TypeError(f"sdks takes a list of SDK names, not the string {sdks!r}")
+    if sdks is None:
+        wanted = [name for name in supports if importlib.util.find_spec(name) is not None]
+    else:
+        wanted = list(dict.fromkeys(sdks))
+        unknown = [name for name in wanted if name not in supports]
+        if unknown:
+            raise ValueError(
+                f"spanledger.instrument() knows no SDK named {', '.join(map(repr, unknown))}; "
+                f"it knows {', '.join(sorted(supports))}"
+            )
+    with _lock:
+        todo = [name for name in wanted if name not in _state.on]
+        refusals = [reason for name in todo if (reason := supports[name].refusal())]
+        if refusals:
+            raise RuntimeError("; ".join(refusals))
+        for name in todo:
+            _state.on[name] = [
+                _patch(method, instrument, is_instrumented) for method in supports[name].methods
+            ]
+
+
+def switch_off(uninstrument: Callable[[Any], Any]) -> None:
+    """Put every SDK's methods back and uninstrument the clients the switch instrumented."""
+    with _lock:
+        patches = [patch for name in list(_state.on) for patch in _state.on.pop(name)]
+        for patch in reversed(patches):
+            patch.undo()
+        adopted = list(_state.adopted)
+        _state.adopted = weakref.WeakSet()
+    for client in adopted:
+        try:
+            uninstrument(client)
+        except Exception as exc:
+            logged(exc)
+
+
+def _patch(
+    method: ClassMethod,
+    instrument: Callable[[Any], Any],
+    is_instrumented: Callable[[Any], bool],
+) -> _Patch:
+    owner = getattr(importlib.import_module(method.module), method.owner)
+    name = method.name
+    original = getattr(owner, name)
+    replaced = vars(owner).get(name, _MISSING)
+
+    def adopted(instance: Any) -> Callable[..., Any] | None:
+        """The instance's own recorded method, once its client is instrumented (here, on its
+        first call); ``None``: call the SDK's method (already recorded, or not recordable)."""
+        try:
+            client = method.client_of(instance)
+            if is_instrumented(client):
+                return None
+            with _lock:
+                if name not in vars(owner) or vars(owner)[name] is not wrapper:
+                    return None  # switched off meanwhile
+                if not is_instrumented(client):
+                    instrument(client)
+                    _state.adopted.add(client)
+            own = vars(instance).get(name)
+            return own if callable(own) else None
+        except Exception as exc:
+            logged(exc)
+            return None
+
+    if method.is_async:
+
+        @wraps(original)
+        async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            own = adopted(self)
+            if own is None:
+                return await original(self, *args, **kwargs)
+            return await own(*args, **kwargs)
+
+    else:
+
+        @wraps(original)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            own = adopted(self)
+            if own is None:
+                return original(self, *args, **kwargs)
+            return own(*args, **kwargs)
+
+    setattr(owner, name, wrapper)
+    return _Patch(owner, name, replaced, wrapper)
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    """The release numbers leading a version string (``"7.3.1rc2"``: ``(7, 3, 1)``)."""
+    release = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(part) for part in release.group().split(".")) if release else ()
+
+
+def _dotted(numbers: tuple[int, ...]) -> str:
+    return ".".join(map(str, numbers))

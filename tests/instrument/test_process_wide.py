@@ -1,0 +1,221 @@
+"""``spanledger.instrument()`` with no client: every client of the supported SDKs records,
+those made before the switch and those made after; ``uninstrument()`` puts everything back."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+from collections.abc import Iterator
+from typing import Any
+
+import cohere
+import openai
+import pytest
+from openai.resources.embeddings import AsyncEmbeddings, Embeddings
+from voyageai.client import Client as VoyageClient
+from voyageai.client_async import AsyncClient as AsyncVoyageClient
+
+import spanledger
+from spanledger import EmbeddingEvent, Recorder, RerankEvent
+from spanledger.instrumentation import instrumented_sdks, is_instrumented
+from spanledger.testing import StandIn
+from tests.instrument.conftest import OP_IDS, OPS, TEXTS, Op, Tape
+
+SDK_METHODS: list[tuple[type, str]] = [
+    (Embeddings, "create"),
+    (AsyncEmbeddings, "create"),
+    (cohere.ClientV2, "embed"),
+    (cohere.ClientV2, "rerank"),
+    (cohere.AsyncClientV2, "embed"),
+    (cohere.AsyncClientV2, "rerank"),
+    (VoyageClient, "embed"),
+    (VoyageClient, "rerank"),
+    (AsyncVoyageClient, "embed"),
+    (AsyncVoyageClient, "rerank"),
+]
+
+
+def class_state() -> list[tuple[bool, object]]:
+    """What each patched class holds itself (``False``: it inherits the method)."""
+    return [(name in vars(owner), vars(owner).get(name)) for owner, name in SDK_METHODS]
+
+
+@pytest.fixture
+def switched() -> Iterator[None]:
+    before = class_state()
+    spanledger.instrument()
+    try:
+        yield
+    finally:
+        spanledger.uninstrument()
+        assert class_state() == before
+
+
+def one_event(tape: Tape, op: Op) -> EmbeddingEvent | RerankEvent:
+    [event] = tape.events
+    assert isinstance(event, EmbeddingEvent if op.operation == "embeddings" else RerankEvent)
+    assert event.provider == op.provider
+    return event
+
+
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+def test_clients_made_before_and_after_the_switch_record_once_each(
+    op: Op, standin: StandIn
+) -> None:
+    made_before = op.client(standin)
+    spanledger.instrument()
+    try:
+        made_after = op.client(standin)
+        assert not is_instrumented(made_before)
+        record_twice(op, made_before)
+        record_twice(op, made_after)
+    finally:
+        spanledger.uninstrument()
+
+
+def record_twice(op: Op, client: Any) -> None:
+    """Two calls: two events with the stand-in's figures, the SDK's result unchanged."""
+    tape = Tape()
+    with spanledger.use(Recorder([tape])):
+        result = op.call(client, "m-1", TEXTS)
+        again = op.call(client, "m-1", TEXTS)
+    assert op.dump(result) == op.dump(again)
+    assert len(tape.events) == 2
+    event = tape.events[0]
+    assert isinstance(event, EmbeddingEvent | RerankEvent)
+    assert event.model == "m-1"
+    assert event.usage is not None
+    assert event.usage.model_dump(exclude_none=True) == {
+        k: v for k, v in op.expected_usage(TEXTS).items() if v is not None
+    }
+    assert is_instrumented(client)
+
+
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+def test_async_clients_record_under_the_switch(op: Op, standin: StandIn, switched: None) -> None:
+    client = op.client(standin, is_async=True)
+    tape = Tape()
+
+    async def call() -> Any:
+        return await op.acall(client, "m-2", TEXTS)
+
+    with spanledger.use(Recorder([tape])):
+        asyncio.run(call())
+    assert one_event(tape, op).model == "m-2"
+
+
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+def test_a_client_instrumented_by_hand_as_well_records_each_call_once(
+    op: Op, standin: StandIn
+) -> None:
+    by_hand_first = spanledger.instrument(op.client(standin))
+    spanledger.instrument()
+    try:
+        by_hand_after = spanledger.instrument(op.client(standin))
+        for client in (by_hand_first, by_hand_after):
+            tape = Tape()
+            with spanledger.use(Recorder([tape])):
+                op.call(client, "m-3", TEXTS)
+            one_event(tape, op)
+    finally:
+        spanledger.uninstrument()
+    for client in (by_hand_first, by_hand_after):  # the switch leaves them as the user made them
+        assert is_instrumented(client)
+        tape = Tape()
+        with spanledger.use(Recorder([tape])):
+            op.call(client, "m-4", TEXTS)
+        one_event(tape, op)
+        spanledger.uninstrument(client)
+
+
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+def test_switching_off_stops_recording_and_uninstruments_what_it_adopted(
+    op: Op, standin: StandIn
+) -> None:
+    before = class_state()
+    spanledger.instrument()
+    client = op.client(standin)
+    tape = Tape()
+    with spanledger.use(Recorder([tape])):
+        op.call(client, "m-5", TEXTS)
+        spanledger.uninstrument()
+        op.call(client, "m-5", TEXTS)
+    assert len(tape.events) == 1
+    assert not is_instrumented(client)
+    assert class_state() == before
+    assert instrumented_sdks() == ()
+
+
+def test_naming_sdks_switches_only_those(standin: StandIn) -> None:
+    openai_op, cohere_op = OPS[0], OPS[1]
+    spanledger.instrument(sdks=["cohere"])
+    try:
+        assert instrumented_sdks() == ("cohere",)
+        tape = Tape()
+        with spanledger.use(Recorder([tape])):
+            openai_op.call(openai_op.client(standin), "m-6", TEXTS)
+            cohere_op.call(cohere_op.client(standin), "m-6", TEXTS)
+        assert [event.provider for event in tape.events] == ["cohere"]
+        spanledger.instrument(sdks=["cohere"])  # twice: no change
+        assert instrumented_sdks() == ("cohere",)
+    finally:
+        spanledger.uninstrument()
+
+
+def test_switching_on_twice_changes_nothing(standin: StandIn, switched: None) -> None:
+    state = class_state()
+    spanledger.instrument()
+    assert class_state() == state
+    assert set(instrumented_sdks()) == {"openai", "cohere", "voyageai"}
+
+
+def test_bad_names_are_refused_with_a_sentence() -> None:
+    with pytest.raises(ValueError, match=r"no SDK named 'anthropic'.*cohere, openai, voyageai"):
+        spanledger.instrument(sdks=["anthropic"])
+    with pytest.raises(TypeError, match="list of SDK names"):
+        spanledger.instrument(sdks="openai")
+    with pytest.raises(TypeError, match="pass no client"):
+        spanledger.instrument(openai.OpenAI(api_key="k"), sdks=["openai"])  # type: ignore[call-overload]
+    assert instrumented_sdks() == ()
+
+
+def test_an_untested_sdk_version_is_refused_before_anything_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = importlib.metadata.version
+
+    def version(name: str) -> str:
+        return "8.0.1" if name == "cohere" else real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    before = class_state()
+    with pytest.raises(RuntimeError, match=r"cohere 8\.0\.1 is installed.*7\.3 and later, below 8"):
+        spanledger.instrument(sdks=["openai", "cohere"])
+    assert class_state() == before
+    assert instrumented_sdks() == ()
+
+
+def test_a_client_the_switch_cannot_instrument_is_passed_through(
+    standin: StandIn, switched: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spanledger.instrumentation import cohere_client
+
+    def broken(client: Any, installation: Any) -> None:
+        raise RuntimeError("the SDK changed under us")
+
+    monkeypatch.setattr(cohere_client, "install", broken)
+    op = OPS[1]
+    tape = Tape()
+    with spanledger.use(Recorder([tape])):
+        result = op.call(op.client(standin), "m-7", TEXTS)
+    assert op.dump(result)[0] is type(result)
+    assert tape.events == []
+
+
+def test_copies_made_with_with_options_record_too(standin: StandIn, switched: None) -> None:
+    op = OPS[0]
+    client = op.client(standin).with_options(timeout=5)
+    tape = Tape()
+    with spanledger.use(Recorder([tape])):
+        op.call(client, "m-8", TEXTS)
+    one_event(tape, op)
