@@ -219,3 +219,20 @@ def test_copies_made_with_with_options_record_too(standin: StandIn, switched: No
     with spanledger.use(Recorder([tape])):
         op.call(client, "m-8", TEXTS)
     one_event(tape, op)
+
+
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+def test_a_client_uninstrumented_under_the_switch_is_taken_up_again(
+    op: Op, standin: StandIn, switched: None
+) -> None:
+    client = op.client(standin)
+    tape = Tape()
+    with spanledger.use(Recorder([tape])):
+        op.call(client, "m-9", TEXTS)
+        spanledger.uninstrument(client)
+        op.call(client, "m-9", TEXTS)
+    assert len(tape.events) == 2
+    for event in tape.events:
+        assert isinstance(event, EmbeddingEvent | RerankEvent)
+        assert event.usage is not None  # the body was read: the client's hooks are back
+    assert is_instrumented(client)

@@ -29,7 +29,17 @@ from spanledger.recording.reported import answered_badly, reported
 from spanledger.wire.endpoints import Endpoint
 from spanledger.wire.http import parse_json
 
-__all__ = ["MethodSpec", "SdkCall", "Switch", "current_call", "wrap_async", "wrap_sync"]
+__all__ = [
+    "RECORDING",
+    "MethodSpec",
+    "SdkCall",
+    "Switch",
+    "current_call",
+    "record_async",
+    "record_sync",
+    "wrap_async",
+    "wrap_sync",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -371,25 +381,66 @@ def _begin(
         return None
 
 
+def record_sync(
+    original: Callable[..., T],
+    spec: MethodSpec,
+    switch: Switch,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> T:
+    """Call ``original(*args, **kwargs)`` recorded per ``spec``; its result and exceptions
+    reach the caller as is. Inside a call already being recorded it only passes through."""
+    call = _begin(spec, switch, args, kwargs)
+    if call is None:
+        return original(*args, **kwargs)
+    token = _current.set(call)
+    try:
+        result = original(*args, **kwargs)
+    except BaseException as exc:
+        _current.reset(token)
+        call.raised(exc)
+        raise
+    _current.reset(token)
+    call.returned(result)
+    return result
+
+
+async def record_async(
+    original: Callable[..., Awaitable[T]],
+    spec: MethodSpec,
+    switch: Switch,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> T:
+    """The coroutine twin of ``record_sync``."""
+    call = _begin(spec, switch, args, kwargs)
+    if call is None:
+        return await original(*args, **kwargs)
+    token = _current.set(call)
+    try:
+        result = await original(*args, **kwargs)
+    except BaseException as exc:
+        _current.reset(token)
+        call.raised(exc)
+        raise
+    _current.reset(token)
+    call.returned(result)
+    return result
+
+
+RECORDING = "_spanledger_recording"
+"""The attribute a recorded method carries: its ``(spec, switch)``, for the process-wide switch
+to record a call the same way when it reaches the SDK's method through the class."""
+
+
 def wrap_sync(original: Callable[P, T], spec: MethodSpec, switch: Switch) -> Callable[P, T]:
     """``original`` recorded per ``spec``; its result and exceptions reach the caller as is."""
 
     @functools.wraps(original)
     def recorded(*args: P.args, **kwargs: P.kwargs) -> T:
-        call = _begin(spec, switch, args, kwargs)
-        if call is None:
-            return original(*args, **kwargs)
-        token = _current.set(call)
-        try:
-            result = original(*args, **kwargs)
-        except BaseException as exc:
-            _current.reset(token)
-            call.raised(exc)
-            raise
-        _current.reset(token)
-        call.returned(result)
-        return result
+        return record_sync(original, spec, switch, args, kwargs)
 
+    setattr(recorded, RECORDING, (spec, switch))
     return recorded
 
 
@@ -400,18 +451,7 @@ def wrap_async(
 
     @functools.wraps(original)
     async def recorded(*args: P.args, **kwargs: P.kwargs) -> T:
-        call = _begin(spec, switch, args, kwargs)
-        if call is None:
-            return await original(*args, **kwargs)
-        token = _current.set(call)
-        try:
-            result = await original(*args, **kwargs)
-        except BaseException as exc:
-            _current.reset(token)
-            call.raised(exc)
-            raise
-        _current.reset(token)
-        call.returned(result)
-        return result
+        return await record_async(original, spec, switch, args, kwargs)
 
+    setattr(recorded, RECORDING, (spec, switch))
     return recorded

@@ -22,10 +22,17 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import wraps
+from functools import partial, wraps
 from typing import Any
 
 from spanledger import _forksafe
+from spanledger.instrumentation._capture import (
+    RECORDING,
+    MethodSpec,
+    Switch,
+    record_async,
+    record_sync,
+)
 from spanledger.recording.call import logged
 
 __all__ = ["ClassMethod", "SdkSupport", "switch_off", "switch_on", "switched_on"]
@@ -71,15 +78,19 @@ class SdkSupport:
 
 
 class _Patch:
-    """One replaced class attribute, and how to put the SDK's back."""
+    """One replaced class attribute, and how to put the SDK's back. ``on`` turns off first: a
+    wrapper another instrumentation has wrapped since cannot be taken out from under it, so it
+    stays there, passing every call straight to the SDK."""
 
-    def __init__(self, owner: type, name: str, replaced: object, wrapper: object) -> None:
+    def __init__(self, owner: type, name: str) -> None:
         self.owner = owner
         self.name = name
-        self.replaced = replaced  # what the class itself held (``_MISSING``: it inherited it)
-        self.wrapper = wrapper
+        self.replaced: object = vars(owner).get(name, _MISSING)  # ``_MISSING``: inherited
+        self.wrapper: object = None
+        self.on = True
 
     def undo(self) -> None:
+        self.on = False
         if vars(self.owner).get(self.name) is not self.wrapper:
             return  # someone patched over us since: leave theirs
         if self.replaced is _MISSING:
@@ -92,6 +103,12 @@ class _State:
     def __init__(self) -> None:
         self.on: dict[str, list[_Patch]] = {}
         self.adopted: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.taken: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.names: dict[type, set[str]] = {}
+
+
+_TAKEN = "_spanledger_switch_recordings"
+"""Where an adopted client's instance keeps how its class-patched methods record."""
 
 
 _lock = _forksafe.module_lock(globals(), "_lock", threading.RLock)
@@ -142,6 +159,10 @@ def switch_off(uninstrument: Callable[[Any], Any]) -> None:
             patch.undo()
         adopted = list(_state.adopted)
         _state.adopted = weakref.WeakSet()
+        for instance in list(_state.taken):
+            vars(instance).pop(_TAKEN, None)
+        _state.taken = weakref.WeakSet()
+        _state.names.clear()
     for client in adopted:
         try:
             uninstrument(client)
@@ -157,47 +178,78 @@ def _patch(
     owner = getattr(importlib.import_module(method.module), method.owner)
     name = method.name
     original = getattr(owner, name)
-    replaced = vars(owner).get(name, _MISSING)
+    patch = _Patch(owner, name)
 
-    def adopted(instance: Any) -> Callable[..., Any] | None:
-        """The instance's own recorded method, once its client is instrumented (here, on its
-        first call); ``None``: call the SDK's method (already recorded, or not recordable)."""
+    def recording(instance: Any) -> tuple[MethodSpec, Switch] | None:
+        """How the instance's client records this method, instrumenting the client on its
+        first call; ``None``: call the SDK's method unrecorded (switched off, or a client
+        that cannot be instrumented)."""
+        if not patch.on:
+            return None
         try:
+            taken = vars(instance).get(_TAKEN)
             client = method.client_of(instance)
-            if is_instrumented(client):
-                return None
-            with _lock:
-                if name not in vars(owner) or vars(owner)[name] is not wrapper:
-                    return None  # switched off meanwhile
-                if not is_instrumented(client):
-                    instrument(client)
-                    _state.adopted.add(client)
-            own = vars(instance).get(name)
-            return own if callable(own) else None
+            if taken is None or not is_instrumented(client):  # new, or uninstrumented since
+                with _lock:
+                    if not patch.on:
+                        return None  # switched off meanwhile
+                    if not is_instrumented(client):
+                        instrument(client)
+                        _state.adopted.add(client)
+                        taken = _take_over(instance)
+            if taken is None:  # instrumented by hand: its own wrapper records, outermost
+                found = getattr(vars(instance).get(name), RECORDING, None)
+            else:
+                found = taken.get(name)
+            return found if isinstance(found, tuple) else None
         except Exception as exc:
             logged(exc)
             return None
 
+    # The call is recorded here, around the SDK's method, inside whatever patched the class
+    # after the switch (an adopted client keeps no wrapper of its own, so every call takes
+    # the same path). Inside a call already recorded (by a client instrumented by hand) this
+    # only passes through.
     if method.is_async:
 
         @wraps(original)
         async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            own = adopted(self)
-            if own is None:
+            how = recording(self)
+            if how is None:
                 return await original(self, *args, **kwargs)
-            return await own(*args, **kwargs)
+            return await record_async(partial(original, self), *how, args, kwargs)
 
     else:
 
         @wraps(original)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            own = adopted(self)
-            if own is None:
+            how = recording(self)
+            if how is None:
                 return original(self, *args, **kwargs)
-            return own(*args, **kwargs)
+            return record_sync(partial(original, self), *how, args, kwargs)
 
+    patch.wrapper = wrapper
     setattr(owner, name, wrapper)
-    return _Patch(owner, name, replaced, wrapper)
+    _state.names.setdefault(owner, set()).add(name)
+    return patch
+
+
+def _take_over(instance: Any) -> dict[str, tuple[MethodSpec, Switch]]:
+    """Move the wrappers ``instrument`` just put on ``instance`` for the methods the switch
+    patches into one record on it: its calls then go through the class, every one alike."""
+    taken: dict[str, tuple[MethodSpec, Switch]] = {}
+    attributes = vars(instance)
+    for owner, names in _state.names.items():
+        if not isinstance(instance, owner):
+            continue
+        for name in names:
+            found = getattr(attributes.get(name), RECORDING, None)
+            if isinstance(found, tuple):
+                taken[name] = found
+                del attributes[name]
+    attributes[_TAKEN] = taken
+    _state.taken.add(instance)
+    return taken
 
 
 def _numbers(version: str) -> tuple[int, ...]:

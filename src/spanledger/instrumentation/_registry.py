@@ -13,6 +13,7 @@ holds what it releases weakly: an httpx client that was dropped too is not kept 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
 import weakref
@@ -118,8 +119,13 @@ class Installation:
         self._undo: list[Callable[[], Any]] = []
 
     def wrap(self, owner: object, name: str, spec: MethodSpec) -> None:
-        """Shadow ``owner.name`` with a recorded version, as an instance attribute."""
+        """Shadow ``owner.name`` with a recorded version, as an instance attribute. A method
+        the instance takes from its class is looked up on the class at each call, so whatever
+        patches the class later (another instrumentation, the process-wide switch) still runs
+        under ours."""
         original = getattr(owner, name)
+        if name not in vars(owner):
+            original = _from_class(owner, name, original)
         if self.is_async:
             wrapped: object = wrap_async(original, spec, self.switch)
         else:
@@ -148,6 +154,17 @@ class Installation:
         for release in reversed(self._undo):
             release()
         _run_released()
+
+
+def _from_class(owner: object, name: str, current: Callable[..., Any]) -> Callable[..., Any]:
+    """``owner.name`` as the class holds it at call time, bound to ``owner``."""
+    kind = type(owner)
+
+    @functools.wraps(current)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(kind, name).__get__(owner, kind)(*args, **kwargs)
+
+    return call
 
 
 class Integration(Protocol):

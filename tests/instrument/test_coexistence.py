@@ -1,0 +1,143 @@
+"""spanledger next to a peer instrumentation of the same SDK (OpenLLMetry's Voyage instrumentor,
+switched on before or after spanledger, per client or process-wide): spanledger still records
+one event per call, and every span is well-formed. What a user sees: both spans. spanledger's
+per-client wrapper always runs outermost; process-wide, whichever class patch came last does.
+With spanledger outermost the peer's span is a child of spanledger's, in one trace. With the
+peer outermost the two are separate roots, because the peer does not make its span current."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from opentelemetry.instrumentation.voyageai import VoyageAIInstrumentor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from voyageai.client import Client as VoyageClient
+
+import spanledger
+from spanledger import EmbeddingEvent, Recorder, RerankEvent
+from spanledger.exporters.otel import OtelExporter
+from spanledger.testing import StandIn
+from tests.instrument.conftest import API_KEY, QUERY, TEXTS, Tape
+
+OURS = {"embeddings voyage-3.5", "rerank rerank-2.5"}
+PEERS = {"voyageai.embed", "voyageai.rerank"}
+
+
+@pytest.fixture
+def spans() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter, provider
+    provider.shutdown()
+
+
+def client(standin: StandIn) -> VoyageClient:
+    return VoyageClient(api_key=API_KEY, base_url=f"{standin.url}/voyageai/v1", max_retries=0)
+
+
+def calls(voyage: VoyageClient) -> None:
+    voyage.embed(TEXTS, model="voyage-3.5")
+    voyage.rerank(QUERY, TEXTS, model="rerank-2.5")
+
+
+def well_formed(finished: Sequence[ReadableSpan]) -> dict[str, ReadableSpan]:
+    """Every span ended, after it started; by name."""
+    for span in finished:
+        assert span.end_time is not None
+        assert span.start_time is not None
+        assert span.end_time >= span.start_time
+    return {span.name: span for span in finished}
+
+
+@pytest.mark.parametrize("peer_first", [True, False], ids=["peer-first", "peer-last"])
+@pytest.mark.parametrize("mode", ["per-client", "process-wide"])
+def test_one_event_per_call_and_both_spans_in_one_trace(
+    standin: StandIn,
+    spans: tuple[InMemorySpanExporter, TracerProvider],
+    peer_first: bool,
+    mode: str,
+) -> None:
+    exporter, provider = spans
+    peer = VoyageAIInstrumentor()  # type: ignore[no-untyped-call]
+    tape = Tape()
+    recorder = Recorder([tape, OtelExporter(tracer_provider=provider, enable_metrics=False)])
+
+    def ours_on(voyage: VoyageClient) -> None:
+        if mode == "per-client":
+            spanledger.instrument(voyage)
+        else:
+            spanledger.instrument(sdks=["voyageai"])
+
+    voyage = client(standin)
+    try:
+        if peer_first:
+            peer.instrument(tracer_provider=provider)
+            ours_on(voyage)
+        else:
+            ours_on(voyage)
+            peer.instrument(tracer_provider=provider)
+        with spanledger.use(recorder):
+            calls(voyage)
+    finally:  # off in the reverse order: a class patch is taken out from the top
+        if peer_first:
+            ours_off(voyage, mode)
+            peer.uninstrument()
+        else:
+            peer.uninstrument()
+            ours_off(voyage, mode)
+
+    assert [type(event) for event in tape.events] == [EmbeddingEvent, RerankEvent]
+    for event in tape.events:
+        assert event.usage is not None  # type: ignore[union-attr]
+    by_name = well_formed(exporter.get_finished_spans())
+    assert set(by_name) == OURS | PEERS
+    for ours, theirs in (
+        ("embeddings voyage-3.5", "voyageai.embed"),
+        ("rerank rerank-2.5", "voyageai.rerank"),
+    ):
+        mine, peers = by_name[ours], by_name[theirs]
+        if _outer_is_peer(mode, peer_first):
+            assert mine.parent is None
+            assert peers.parent is None
+        else:
+            assert peers.parent is not None
+            assert peers.parent.span_id == mine.context.span_id
+            assert mine.context.trace_id == peers.context.trace_id
+        assert mine.attributes is not None
+        assert mine.attributes["gen_ai.provider.name"] == "voyageai"
+
+
+def ours_off(voyage: VoyageClient, mode: str) -> None:
+    if mode == "per-client":
+        spanledger.uninstrument(voyage)
+    else:
+        spanledger.uninstrument()
+
+
+def _outer_is_peer(mode: str, peer_first: bool) -> bool:
+    """Per client, spanledger's instance wrapper runs first; process-wide, whichever class
+    patch came last runs first."""
+    return mode == "process-wide" and not peer_first
+
+
+def test_after_both_are_switched_off_nothing_records(
+    standin: StandIn, spans: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    exporter, provider = spans
+    peer = VoyageAIInstrumentor()  # type: ignore[no-untyped-call]
+    before: Any = vars(VoyageClient)["embed"]
+    peer.instrument(tracer_provider=provider)
+    spanledger.instrument(sdks=["voyageai"])
+    spanledger.uninstrument()
+    peer.uninstrument()
+    assert vars(VoyageClient)["embed"] is before
+    tape = Tape()
+    with spanledger.use(Recorder([tape])):
+        calls(client(standin))
+    assert tape.events == []
+    assert exporter.get_finished_spans() == ()
