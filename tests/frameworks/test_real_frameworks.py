@@ -1,0 +1,215 @@
+"""The RAG frameworks' own components, with the process-wide switch on, against the loopback
+stand-in: each HTTP call is exactly one event, its figures are what the stand-in sent, the
+framework's result is what it is with the switch off, and no input text reaches an event.
+
+Covered here (all build their SDK client inside, so only the switch can reach them; each is
+pointed at the stand-in through its own base-URL setting):
+LangChain ``OpenAIEmbeddings``, ``VoyageAIEmbeddings`` and ``VoyageAIRerank``; LlamaIndex
+``OpenAIEmbedding``; Haystack's ``CohereRanker`` and ``CohereDocumentEmbedder``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from haystack import Document as HaystackDocument
+from haystack.utils import Secret
+from haystack_integrations.components.embedders.cohere import CohereDocumentEmbedder
+from haystack_integrations.components.rankers.cohere import CohereRanker
+from langchain_core.documents import Document
+from langchain_openai import OpenAIEmbeddings
+from langchain_voyageai import VoyageAIEmbeddings, VoyageAIRerank
+from llama_index.embeddings.openai import OpenAIEmbedding  # type: ignore[import-untyped]
+from voyageai.client import Client as VoyageClient
+
+import spanledger
+from spanledger import EmbeddingEvent, Event, Recorder, RerankEvent
+from spanledger.testing import StandIn
+
+API_KEY = "sk-framework-key-3f9a"
+SENTINEL = "SENTINEL-framework-5c2e"
+QUERY = f"what do ticks eat {SENTINEL}"
+TEXTS = [
+    f"ticks feed on the blood of mammals {SENTINEL}",
+    f"the clock ticks every second {SENTINEL}",
+    f"deer carry ticks through the woods {SENTINEL}",
+]
+
+
+class Kept:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[StandIn]:
+    with StandIn() as server:
+        yield server
+
+
+def tokens(text: str) -> int:
+    return max(1, math.ceil(len(text.encode("utf-8")) / 4))
+
+
+def run(standin: StandIn, work: Callable[[], Any]) -> tuple[Any, list[Event], int]:
+    """``work``'s result with the switch on, the events it made, and the HTTP calls it sent;
+    checked against the same work with the switch off."""
+    standin.reset()
+    bare = work()
+    assert standin.requests, "the framework never reached the stand-in"
+    standin.reset()
+    kept = Kept()
+    spanledger.instrument()
+    try:
+        with spanledger.use(Recorder([kept])):
+            result = work()
+    finally:
+        spanledger.uninstrument()
+    assert _comparable(result) == _comparable(bare)
+    for event in kept.events:
+        assert SENTINEL not in event.model_dump_json()
+        assert API_KEY not in event.model_dump_json()
+    return result, kept.events, len(standin.requests)
+
+
+def _comparable(result: Any) -> Any:
+    if isinstance(result, list):
+        return [_comparable(item) for item in result]
+    if isinstance(result, dict):
+        return {key: _comparable(value) for key, value in result.items()}
+    if isinstance(result, Document):
+        return (result.page_content, result.metadata)
+    if isinstance(result, HaystackDocument):
+        return (result.content, result.score, result.embedding)
+    return result
+
+
+def embedding_events(events: list[Event], calls: int, provider: str) -> list[EmbeddingEvent]:
+    assert len(events) == calls
+    assert all(isinstance(event, EmbeddingEvent) for event in events)
+    found = [event for event in events if isinstance(event, EmbeddingEvent)]
+    assert {event.provider for event in found} == {provider}
+    return found
+
+
+def test_langchain_openai_embeddings(standin: StandIn) -> None:
+    options: dict[str, Any] = {
+        "model": "text-embedding-3-small",
+        "base_url": standin.base_url("openai") + "/v1",
+        "api_key": API_KEY,
+        "check_embedding_ctx_length": False,  # no tiktoken download
+        "max_retries": 0,
+    }
+    embedder = OpenAIEmbeddings(**options)
+    vectors, events, calls = run(standin, lambda: embedder.embed_documents(TEXTS))
+    assert len(vectors) == len(TEXTS)
+    [event] = embedding_events(events, calls, "openai")
+    assert event.usage is not None
+    assert event.usage.input_tokens == sum(tokens(text) for text in TEXTS)
+    assert event.input_count == len(TEXTS)
+
+
+def test_langchain_voyage_embeddings(standin: StandIn, monkeypatch: pytest.MonkeyPatch) -> None:
+    # LangChain sizes Voyage batches with the SDK's tokenizer, which it downloads from Hugging
+    # Face: stood in by a local one (no wire call; the tests touch only 127.0.0.1).
+    monkeypatch.setattr(
+        VoyageClient, "tokenize", lambda self, texts, model=None: [t.split() for t in texts]
+    )
+    options: dict[str, Any] = {
+        "model": "voyage-3.5",
+        "api_key": API_KEY,
+        "base_url": standin.base_url("voyageai") + "/v1",
+        "batch_size": 2,
+    }
+    embedder = VoyageAIEmbeddings(**options)
+    vectors, events, calls = run(standin, lambda: embedder.embed_documents(TEXTS))
+    assert len(vectors) == len(TEXTS)
+    found = embedding_events(events, calls, "voyageai")
+    assert calls == 2  # two batches, two HTTP calls, two events
+    assert [event.input_count for event in found] == [2, 1]
+    assert [event.usage.input_tokens if event.usage else None for event in found] == [
+        tokens(TEXTS[0]) + tokens(TEXTS[1]),
+        tokens(TEXTS[2]),
+    ]
+
+
+def test_langchain_voyage_rerank(standin: StandIn) -> None:
+    options: dict[str, Any] = {
+        "model": "rerank-2.5",
+        "api_key": API_KEY,
+        "base_url": standin.base_url("voyageai") + "/v1",
+        "top_k": 2,
+    }
+    reranker = VoyageAIRerank(**options)
+    documents = [Document(page_content=text, id=f"kb-{n}") for n, text in enumerate(TEXTS)]
+    kept, events, calls = run(standin, lambda: reranker.compress_documents(documents, QUERY))
+    assert len(kept) == 2
+    assert calls == 1
+    [event] = events
+    assert isinstance(event, RerankEvent)
+    assert event.document_count == len(TEXTS)
+    assert event.result_count == 2
+    assert event.usage is not None
+    assert event.usage.input_tokens == tokens(QUERY) * len(TEXTS) + sum(map(tokens, TEXTS))
+
+
+def test_llama_index_openai_embedding(standin: StandIn) -> None:
+    embedder = OpenAIEmbedding(
+        model="text-embedding-3-small",
+        api_base=standin.base_url("openai") + "/v1",
+        api_key=API_KEY,
+        max_retries=0,
+    )
+    vectors, events, calls = run(standin, lambda: embedder.get_text_embedding_batch(TEXTS))
+    assert len(vectors) == len(TEXTS)
+    [event] = embedding_events(events, calls, "openai")
+    assert event.usage is not None
+    assert event.usage.input_tokens == sum(tokens(text) for text in TEXTS)
+
+
+def test_haystack_cohere_ranker(standin: StandIn) -> None:
+    def rank() -> Any:
+        ranker = CohereRanker(
+            model="rerank-v3.5",
+            api_key=Secret.from_token(API_KEY),
+            api_base_url=standin.base_url("cohere"),
+            top_k=2,
+        )
+        documents = [HaystackDocument(content=text) for text in TEXTS]
+        return ranker.run(query=QUERY, documents=documents)["documents"]
+
+    ranked, events, calls = run(standin, rank)
+    assert len(ranked) == 2
+    assert calls == 1
+    [event] = events
+    assert isinstance(event, RerankEvent)
+    assert event.provider == "cohere"
+    assert event.usage is not None
+    assert event.usage.search_units == 1
+    assert event.usage.input_tokens is None  # Cohere sent none: not reported, never 0
+
+
+def test_haystack_cohere_document_embedder(standin: StandIn) -> None:
+    def embed() -> Any:
+        embedder = CohereDocumentEmbedder(
+            model="embed-v4.0",
+            api_key=Secret.from_token(API_KEY),
+            api_base_url=standin.base_url("cohere"),
+            batch_size=2,
+            progress_bar=False,
+        )
+        documents = [HaystackDocument(content=text) for text in TEXTS]
+        embedded = embedder.run(documents)["documents"]
+        return [getattr(document, "embedding", None) for document in embedded]
+
+    vectors, events, calls = run(standin, embed)
+    assert len(vectors) == len(TEXTS)
+    found = embedding_events(events, calls, "cohere")
+    assert calls == 2
+    assert [event.input_count for event in found] == [2, 1]
