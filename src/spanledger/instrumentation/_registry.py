@@ -18,7 +18,7 @@ import importlib
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar, overload
 
 from spanledger import _forksafe
@@ -26,6 +26,12 @@ from spanledger.instrumentation import _everywhere
 from spanledger.instrumentation._capture import MethodSpec, Switch, wrap_async, wrap_sync
 from spanledger.instrumentation._everywhere import ClassMethod, SdkSupport
 from spanledger.instrumentation._hooks import add_hooks, remove_hooks
+from spanledger.instrumentation._http_everywhere import (
+    http_switched_on,
+    switch_http_off,
+    switch_http_on,
+)
+from spanledger.instrumentation._routes import checked_vendors
 from spanledger.recording.call import logged
 
 __all__ = ["Installation", "instrument", "instrumented_sdks", "is_instrumented", "uninstrument"]
@@ -172,10 +178,22 @@ class Integration(Protocol):
 
 
 @overload
-def instrument(client: C, *, sdks: None = None) -> C: ...
+def instrument(client: C, *, sdks: None = None, http: bool = False, vendors: None = None) -> C: ...
 @overload
-def instrument(client: None = None, *, sdks: Iterable[str] | None = None) -> None: ...
-def instrument(client: Any = None, *, sdks: Iterable[str] | None = None) -> Any:
+def instrument(
+    client: None = None,
+    *,
+    sdks: Iterable[str] | None = None,
+    http: bool = False,
+    vendors: Mapping[str, str] | None = None,
+) -> None: ...
+def instrument(
+    client: Any = None,
+    *,
+    sdks: Iterable[str] | None = None,
+    http: bool = False,
+    vendors: Mapping[str, str] | None = None,
+) -> Any:
     """Make ``client`` record every embedding and rerank call; returns the same client.
 
     Supported: ``openai.OpenAI`` / ``AsyncOpenAI``, ``cohere.ClientV2`` / ``AsyncClientV2`` and
@@ -186,12 +204,24 @@ def instrument(client: Any = None, *, sdks: Iterable[str] | None = None) -> Any:
     clients made before the switch and after it. An SDK version the tests do not cover is
     refused with a ``RuntimeError`` naming it and the range, before anything changes.
     ``uninstrument()`` with no client switches it off. Both modes together record a call once.
+
+    ``http=True`` also records the vendors' embedding and rerank requests that other code sends
+    through ``requests`` or httpx's default transports (a framework's own session, a fresh
+    ``httpx.Client`` per call); ``vendors`` maps a host or URL prefix to a vendor name where
+    the host says nothing (a proxy, a gateway, a self-hosted TEI).
     """
     if client is None:
+        checked = checked_vendors(vendors)
         _everywhere.switch_on(_SUPPORT, sdks, instrument, is_instrumented)
+        if http:
+            switch_http_on(checked)
+        elif vendors is not None:
+            raise TypeError("vendors names hosts for http=True: pass http=True with it")
         return None
-    if sdks is not None:
-        raise TypeError("sdks names SDKs for the process-wide switch: pass no client with it")
+    if sdks is not None or http or vendors is not None:
+        raise TypeError(
+            "sdks, http and vendors are for the process-wide switch: pass no client with them"
+        )
     with _lock:
         _run_released()
         if is_instrumented(client):
@@ -217,6 +247,7 @@ def uninstrument(client: Any = None) -> Any:
     it instrumented are uninstrumented (clients instrumented by hand stay so)."""
     if client is None:
         _everywhere.switch_off(uninstrument)
+        switch_http_off()
         return None
     with _lock:
         installation = vars(client).pop(_RECORD, None) if hasattr(client, "__dict__") else None
@@ -227,8 +258,9 @@ def uninstrument(client: Any = None) -> Any:
 
 
 def instrumented_sdks() -> tuple[str, ...]:
-    """The SDKs the process-wide switch is on for (empty when it is off)."""
-    return _everywhere.switched_on()
+    """The SDKs the process-wide switch is on for (empty when it is off); ``"http"`` last when
+    other code's HTTP is recorded too."""
+    return _everywhere.switched_on() + (("http",) if http_switched_on() else ())
 
 
 def is_instrumented(client: object) -> bool:

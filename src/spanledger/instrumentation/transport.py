@@ -15,11 +15,13 @@ the bytes in one piece.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 
 import httpx
 
 from spanledger.errors import ErrorCategory, ProviderError, error_for_status
+from spanledger.instrumentation._capture import current_call
 from spanledger.instrumentation._errors import describe
 from spanledger.instrumentation._routes import checked_vendors, facts_for, recognise
 from spanledger.recorder import get_recorder
@@ -31,6 +33,8 @@ from spanledger.wire.http import parse_json
 __all__ = ["AsyncRecordingTransport", "RecordingTransport", "async_transport", "transport"]
 
 _SUFFIXES = ("/embeddings", "/embed", "/rerank")
+_sending: ContextVar[bool] = ContextVar("spanledger_http_recorded", default=False)
+"""Set while a recorded request is sent: a transport under it passes the request through."""
 _UNDECODABLE = ProviderError(
     ErrorCategory.INVALID_RESPONSE,
     detail="the response body does not decode by its content encoding",
@@ -48,21 +52,7 @@ class RecordingTransport(httpx.BaseTransport):
         self._vendors = checked_vendors(vendors)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        watch = _watch(request, self._vendors)
-        if watch is None:
-            return self._inner.handle_request(request)
-        try:
-            response = self._inner.handle_request(request)
-            stream = response.stream
-            assert isinstance(stream, httpx.SyncByteStream)  # as httpx's own client requires
-            try:
-                raw = b"".join(stream)
-            finally:
-                stream.close()
-        except BaseException as exc:
-            watch.raised(exc)
-            raise
-        return watch.answered(response, raw, request)
+        return send_recorded(self._inner.handle_request, request, self._vendors)
 
     def close(self) -> None:
         self._inner.close()
@@ -81,21 +71,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         self._vendors = checked_vendors(vendors)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        watch = _watch(request, self._vendors)
-        if watch is None:
-            return await self._inner.handle_async_request(request)
-        try:
-            response = await self._inner.handle_async_request(request)
-            stream = response.stream
-            assert isinstance(stream, httpx.AsyncByteStream)  # as httpx's own client requires
-            try:
-                raw = b"".join([chunk async for chunk in stream])
-            finally:
-                await stream.aclose()
-        except BaseException as exc:
-            watch.raised(exc)
-            raise
-        return watch.answered(response, raw, request)
+        return await asend_recorded(self._inner.handle_async_request, request, self._vendors)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -118,6 +94,59 @@ def async_transport(
     return AsyncRecordingTransport(inner, vendors=vendors)
 
 
+def send_recorded(
+    send: Callable[[httpx.Request], httpx.Response],
+    request: httpx.Request,
+    vendors: Mapping[str, Vendor],
+) -> httpx.Response:
+    """``send(request)``, recorded when it is a vendor call. Inside a recorded call (an SDK's,
+    or an outer recording transport's) it only passes through: a call is recorded once."""
+    watch = _watch(request, vendors)
+    if watch is None:
+        return send(request)
+    token = _sending.set(True)
+    try:
+        response = send(request)
+        stream = response.stream
+        assert isinstance(stream, httpx.SyncByteStream)  # as httpx's own client requires
+        try:
+            raw = b"".join(stream)
+        finally:
+            stream.close()
+    except BaseException as exc:
+        watch.raised(exc)
+        raise
+    finally:
+        _sending.reset(token)
+    return watch.answered(response, raw, request)
+
+
+async def asend_recorded(
+    send: Callable[[httpx.Request], Awaitable[httpx.Response]],
+    request: httpx.Request,
+    vendors: Mapping[str, Vendor],
+) -> httpx.Response:
+    """The coroutine twin of ``send_recorded``."""
+    watch = _watch(request, vendors)
+    if watch is None:
+        return await send(request)
+    token = _sending.set(True)
+    try:
+        response = await send(request)
+        stream = response.stream
+        assert isinstance(stream, httpx.AsyncByteStream)  # as httpx's own client requires
+        try:
+            raw = b"".join([chunk async for chunk in stream])
+        finally:
+            await stream.aclose()
+    except BaseException as exc:
+        watch.raised(exc)
+        raise
+    finally:
+        _sending.reset(token)
+    return watch.answered(response, raw, request)
+
+
 class _Watch:
     """One recognised request's recording."""
 
@@ -137,11 +166,7 @@ class _Watch:
         self, response: httpx.Response, raw: bytes, request: httpx.Request
     ) -> httpx.Response:
         """Record the outcome; hand the caller the same status, headers and raw bytes."""
-        try:
-            self._record(response.status_code, response.headers, raw)
-        except Exception as exc:
-            logged(exc)
-            self._unrecorded(response.status_code, raw)
+        self.settled(response.status_code, response.headers, raw)
         return httpx.Response(
             response.status_code,
             headers=response.headers,
@@ -149,6 +174,14 @@ class _Watch:
             extensions=response.extensions,
             request=request,
         )
+
+    def settled(self, status: int, headers: httpx.Headers, raw: bytes) -> None:
+        """Record the answer: ``raw`` is the body as sent, ``headers`` say how it is encoded."""
+        try:
+            self._record(status, headers, raw)
+        except Exception as exc:
+            logged(exc)
+            self._unrecorded(status, raw)
 
     def _record(self, status: int, headers: httpx.Headers, raw: bytes) -> None:
         body = _decoded(status, headers, raw)
@@ -183,20 +216,38 @@ def _watch(request: httpx.Request, vendors: Mapping[str, Vendor]) -> _Watch | No
     """A recording for ``request`` if it is a vendor call and someone is listening."""
     if request.method != "POST" or not request.url.path.rstrip("/").endswith(_SUFFIXES):
         return None
+    try:
+        return watch_for(request.url, lambda: _request_body(request), vendors)
+    except Exception:
+        return None
+
+
+def might_be_vendor_call(method: str | None, path: str) -> bool:
+    """The cheap first test: only a POST to an embedding or rerank route is looked at."""
+    return method == "POST" and path.rstrip("/").endswith(_SUFFIXES)
+
+
+def watch_for(
+    url: httpx.URL, body_of: Callable[[], bytes | str], vendors: Mapping[str, Vendor]
+) -> _Watch | None:
+    """A recording for a POST to ``url`` whose body ``body_of`` gives, if it is a vendor call,
+    someone is listening, and no recorded call is under way in this context already."""
+    if _sending.get() or current_call() is not None:
+        return None
     recorder = get_recorder()
     if not recorder.active:
         return None
     try:
-        body = json.loads(_request_body(request))
+        body = json.loads(body_of())
     except Exception:
         return None
     if type(body) is not dict:
         return None
     try:
-        endpoint = recognise(request.url, body, vendors)
+        endpoint = recognise(url, body, vendors)
         if endpoint is None:
             return None
-        return _Watch(Recording(recorder, facts_for(endpoint, body, request.url)), endpoint)
+        return _Watch(Recording(recorder, facts_for(endpoint, body, url)), endpoint)
     except Exception as exc:
         logged(exc)
         return None

@@ -1,0 +1,138 @@
+"""The opt-in for HTTP that other code sends: httpx's default transports and ``requests``'
+``HTTPAdapter`` record the known vendors' embedding and rerank requests, whoever made the client.
+
+This reaches what no SDK switch can: a library that talks to a vendor with its own ``requests``
+session (Jina through LangChain-community and LlamaIndex) or a fresh ``httpx.Client`` per call
+(Haystack's Jina components, LiteLLM's handlers). A request is looked at only when it is a POST
+to an embedding or rerank route, and recorded only when its URL and body are a vendor's (see
+``_routes``); every other request goes to the original method untouched. A request made inside
+a call already being recorded (an instrumented SDK, a recording transport) is passed through,
+so each call is recorded once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import httpx
+
+from spanledger import _forksafe
+from spanledger.instrumentation.transport import (
+    asend_recorded,
+    might_be_vendor_call,
+    send_recorded,
+    watch_for,
+)
+from spanledger.recording.call import logged
+from spanledger.wire.endpoints import Vendor
+
+__all__ = ["http_switched_on", "switch_http_off", "switch_http_on"]
+
+_lock = _forksafe.module_lock(globals(), "_lock", threading.RLock)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.vendors: dict[str, Vendor] | None = None  # ``None``: switched off
+        self.undo: list[tuple[type, str, object, object]] = []
+
+
+_state = _State()
+
+
+def http_switched_on() -> bool:
+    return _state.vendors is not None
+
+
+def switch_http_on(vendors: Mapping[str, Vendor]) -> None:
+    """Patch httpx's default transports and, when it is installed, ``requests``' adapter.
+    On already: only the vendor map is replaced."""
+    with _lock:
+        if _state.vendors is not None:
+            _state.vendors = dict(vendors)
+            return
+        _state.vendors = dict(vendors)
+        _replace(httpx.HTTPTransport, "handle_request", _httpx_sync)
+        _replace(httpx.AsyncHTTPTransport, "handle_async_request", _httpx_async)
+        try:
+            from requests.adapters import HTTPAdapter
+        except ImportError:
+            return
+        _replace(HTTPAdapter, "send", _requests_send)
+
+
+def switch_http_off() -> None:
+    """Put every patched method back (one patched over since is left to its patcher)."""
+    with _lock:
+        _state.vendors = None
+        for owner, name, original, wrapper in reversed(_state.undo):
+            if vars(owner).get(name) is wrapper:
+                setattr(owner, name, original)
+        _state.undo.clear()
+
+
+def _replace(owner: type, name: str, make: Any) -> None:
+    original = vars(owner)[name]
+    wrapper = make(original)
+    setattr(owner, name, wrapper)
+    _state.undo.append((owner, name, original, wrapper))
+
+
+def _httpx_sync(original: Callable[[Any, httpx.Request], httpx.Response]) -> Any:
+    def handle_request(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+        vendors = _state.vendors
+        if vendors is None or not might_be_vendor_call(request.method, request.url.path):
+            return original(self, request)
+        return send_recorded(lambda sent: original(self, sent), request, vendors)
+
+    return handle_request
+
+
+def _httpx_async(
+    original: Callable[[Any, httpx.Request], Awaitable[httpx.Response]],
+) -> Any:
+    async def handle_async_request(
+        self: httpx.AsyncHTTPTransport, request: httpx.Request
+    ) -> httpx.Response:
+        vendors = _state.vendors
+        if vendors is None or not might_be_vendor_call(request.method, request.url.path):
+            return await original(self, request)
+        return await asend_recorded(lambda sent: original(self, sent), request, vendors)
+
+    return handle_async_request
+
+
+def _requests_send(original: Any) -> Any:
+    def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        vendors = _state.vendors
+        if vendors is None or not might_be_vendor_call(request.method, request.path_url):
+            return original(self, request, *args, **kwargs)
+        try:
+            watch = watch_for(httpx.URL(request.url), lambda: _body(request), vendors)
+        except Exception as exc:
+            logged(exc)
+            watch = None
+        if watch is None:
+            return original(self, request, *args, **kwargs)
+        try:
+            response = original(self, request, *args, **kwargs)
+            raw = response.content  # read once; the caller reads the same bytes from it
+        except BaseException as exc:
+            watch.raised(exc)
+            raise
+        headers = httpx.Headers(dict(response.headers))
+        headers.pop("content-encoding", None)  # requests has decoded the body already
+        watch.settled(response.status_code, headers, raw if isinstance(raw, bytes) else b"")
+        return response
+
+    return send
+
+
+def _body(request: Any) -> bytes | str:
+    """A prepared request's body, when it is in memory (a streamed upload is not read)."""
+    body = request.body
+    if isinstance(body, bytes | str):
+        return body
+    raise TypeError("the request body is not in memory")
