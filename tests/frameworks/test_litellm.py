@@ -1,0 +1,130 @@
+"""LiteLLM's ``embedding()`` and ``rerank()`` with ``instrument(http=True)``, against the loopback
+stand-in: one event per HTTP call, the stand-in's figures, LiteLLM's result unchanged.
+
+LiteLLM reaches OpenAI through the OpenAI SDK (recorded by the SDK switch) and the others with
+its own httpx handler (recorded by ``http=True``). Its Voyage body carries nothing Voyage-only,
+so on a host that is not Voyage's the vendor is named with ``vendors``. Not covered: Cohere
+embeddings (LiteLLM speaks Cohere's v1 ``/embed``) and Jina (LiteLLM drops the path of
+``api_base``, so it cannot be pointed at the stand-in's ``/jina`` prefix).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map download
+
+import litellm
+import pytest
+
+import spanledger
+from spanledger import EmbeddingEvent, Event, Recorder, RerankEvent
+from spanledger.testing import StandIn
+
+API_KEY = "sk-litellm-key-0d4c"
+SENTINEL = "SENTINEL-litellm-8e1b"
+QUERY = f"what do ticks eat {SENTINEL}"
+TEXTS = [
+    f"ticks feed on blood {SENTINEL}",
+    f"clocks tick {SENTINEL}",
+    f"deer carry ticks {SENTINEL}",
+]
+
+
+class Kept:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[StandIn]:
+    with StandIn() as server:
+        yield server
+
+
+def recorded(standin: StandIn, work: Callable[[], Any]) -> tuple[Any, list[Event]]:
+    """``work`` with the switch on, checked against the same work with it off: the events it
+    made, one per HTTP call, none carrying the inputs or the key."""
+    bare = work()
+    standin.reset()
+    kept = Kept()
+    voyage = standin.base_url("voyageai")
+    spanledger.instrument(http=True, vendors={voyage: "voyageai"})
+    try:
+        with spanledger.use(Recorder([kept])):
+            result = work()
+    finally:
+        spanledger.uninstrument()
+    assert _shape(result) == _shape(bare)
+    assert len(kept.events) == len(standin.requests)
+    for event in kept.events:
+        assert SENTINEL not in event.model_dump_json()
+        assert API_KEY not in event.model_dump_json()
+    return result, kept.events
+
+
+def _shape(result: Any) -> Any:
+    if hasattr(result, "data"):  # an embedding response: the vectors
+        return [item["embedding"] for item in result.data]
+    return [(item["index"], item["relevance_score"]) for item in result.results]
+
+
+def test_cohere_rerank(standin: StandIn) -> None:
+    def work() -> Any:
+        return litellm.rerank(
+            model="cohere/rerank-v3.5",
+            query=QUERY,
+            documents=TEXTS,
+            top_n=2,
+            api_base=standin.base_url("cohere"),
+            api_key=API_KEY,
+        )
+
+    result, events = recorded(standin, work)
+    assert len(result.results) == 2
+    [event] = events
+    assert isinstance(event, RerankEvent)
+    assert (event.provider, event.document_count, event.result_count) == ("cohere", 3, 2)
+    assert event.usage is not None
+    assert event.usage.search_units == 1
+
+
+def test_voyage_embedding(standin: StandIn) -> None:
+    def work() -> Any:
+        return litellm.embedding(
+            model="voyage/voyage-3.5",
+            input=TEXTS,
+            api_base=standin.base_url("voyageai") + "/v1",
+            api_key=API_KEY,
+        )
+
+    result, events = recorded(standin, work)
+    assert len(result.data) == len(TEXTS)
+    [event] = events
+    assert isinstance(event, EmbeddingEvent)
+    assert (event.provider, event.input_count) == ("voyageai", len(TEXTS))
+    assert event.usage is not None
+    assert event.usage.input_tokens == sum(max(1, -(-len(t.encode()) // 4)) for t in TEXTS)
+
+
+def test_openai_embedding(standin: StandIn) -> None:
+    def work() -> Any:
+        return litellm.embedding(
+            model="openai/text-embedding-3-small",
+            input=TEXTS,
+            api_base=standin.base_url("openai") + "/v1",
+            api_key=API_KEY,
+        )
+
+    result, events = recorded(standin, work)
+    assert len(result.data) == len(TEXTS)
+    [event] = events
+    assert isinstance(event, EmbeddingEvent)
+    assert event.provider == "openai"
+    assert event.usage is not None
+    assert event.usage.input_tokens == sum(max(1, -(-len(t.encode()) // 4)) for t in TEXTS)
