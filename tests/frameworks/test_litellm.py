@@ -11,17 +11,17 @@ embeddings (LiteLLM speaks Cohere's v1 ``/embed``) and Jina (LiteLLM drops the p
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map download
 
 import litellm
-import pytest
 
 import spanledger
 from spanledger import EmbeddingEvent, Event, Recorder, RerankEvent
 from spanledger.testing import StandIn
+from tests.frameworks.conftest import Kept, tokens
 
 API_KEY = "sk-litellm-key-0d4c"
 SENTINEL = "SENTINEL-litellm-8e1b"
@@ -31,20 +31,6 @@ TEXTS = [
     f"clocks tick {SENTINEL}",
     f"deer carry ticks {SENTINEL}",
 ]
-
-
-class Kept:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def emit(self, event: Event) -> None:
-        self.events.append(event)
-
-
-@pytest.fixture(scope="module")
-def standin() -> Iterator[StandIn]:
-    with StandIn() as server:
-        yield server
 
 
 def recorded(standin: StandIn, work: Callable[[], Any]) -> tuple[Any, list[Event]]:
@@ -109,7 +95,7 @@ def test_voyage_embedding(standin: StandIn) -> None:
     assert isinstance(event, EmbeddingEvent)
     assert (event.provider, event.input_count) == ("voyageai", len(TEXTS))
     assert event.usage is not None
-    assert event.usage.input_tokens == sum(max(1, -(-len(t.encode()) // 4)) for t in TEXTS)
+    assert event.usage.input_tokens == sum(map(tokens, TEXTS))
 
 
 def test_openai_embedding(standin: StandIn) -> None:
@@ -127,4 +113,4 @@ def test_openai_embedding(standin: StandIn) -> None:
     assert isinstance(event, EmbeddingEvent)
     assert event.provider == "openai"
     assert event.usage is not None
-    assert event.usage.input_tokens == sum(max(1, -(-len(t.encode()) // 4)) for t in TEXTS)
+    assert event.usage.input_tokens == sum(map(tokens, TEXTS))

@@ -10,8 +10,7 @@ LangChain ``OpenAIEmbeddings``, ``VoyageAIEmbeddings`` and ``VoyageAIRerank``; L
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ from voyageai.client import Client as VoyageClient
 import spanledger
 from spanledger import EmbeddingEvent, Event, Recorder, RerankEvent
 from spanledger.testing import StandIn
+from tests.frameworks.conftest import Kept, tokens
 
 API_KEY = "sk-framework-key-3f9a"
 SENTINEL = "SENTINEL-framework-5c2e"
@@ -37,24 +37,6 @@ TEXTS = [
     f"the clock ticks every second {SENTINEL}",
     f"deer carry ticks through the woods {SENTINEL}",
 ]
-
-
-class Kept:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def emit(self, event: Event) -> None:
-        self.events.append(event)
-
-
-@pytest.fixture(scope="module")
-def standin() -> Iterator[StandIn]:
-    with StandIn() as server:
-        yield server
-
-
-def tokens(text: str) -> int:
-    return max(1, math.ceil(len(text.encode("utf-8")) / 4))
 
 
 def run(standin: StandIn, work: Callable[[], Any]) -> tuple[Any, list[Event], int]:
