@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +21,11 @@ import spanledger
 from spanledger import EmbeddingEvent, Recorder, RerankEvent
 from spanledger.instrumentation import instrumented_sdks, is_instrumented
 from spanledger.testing import StandIn
+from tests.forking import fork, outcome, timed
 from tests.instrument.conftest import OP_IDS, OPS, TEXTS, Op, Tape
+
+RECORD_LIMIT = 5.0
+"""Seconds within which a forked child must have switched on, recorded and switched off."""
 
 SDK_METHODS: list[tuple[type, str]] = [
     (Embeddings, "create"),
@@ -236,3 +242,38 @@ def test_a_client_uninstrumented_under_the_switch_is_taken_up_again(
         assert isinstance(event, EmbeddingEvent | RerankEvent)
         assert event.usage is not None  # the body was read: the client's hooks are back
     assert is_instrumented(client)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_the_switch_lock_is_held_can_switch_and_record(
+    standin: StandIn,
+) -> None:
+    from spanledger.instrumentation import _everywhere, _http_everywhere
+
+    op = OPS[1]
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with _everywhere._lock, _http_everywhere._lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    try:
+
+        def child() -> int:
+            spanledger.instrument(http=True)
+            tape = Tape()
+            with spanledger.use(Recorder([tape])):
+                op.call(op.client(standin), "m-fork", TEXTS)
+            spanledger.uninstrument()
+            return 0 if len(tape.events) == 1 and not instrumented_sdks() else 1
+
+        pid = fork(timed(RECORD_LIMIT, child))
+        assert outcome(pid) == 0
+    finally:
+        release.set()
+        holder.join(5)
