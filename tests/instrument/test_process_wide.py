@@ -277,3 +277,20 @@ def test_a_child_forked_while_the_switch_lock_is_held_can_switch_and_record(
     finally:
         release.set()
         holder.join(5)
+
+
+def test_the_switch_supports_exactly_the_versions_the_dev_extra_pins() -> None:
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from spanledger.instrumentation._registry import _SUPPORT
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    pins: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    for requirement in project["project"]["optional-dependencies"]["dev"]:
+        found = re.fullmatch(r"([\w-]+)>=([\d.]+),<([\d.]+)", requirement)
+        if found and found.group(1) in _SUPPORT:
+            low, below = (tuple(map(int, v.split("."))) for v in found.group(2, 3))
+            pins[found.group(1)] = (low, below)
+    assert pins == {name: (s.lowest, s.below) for name, s in _SUPPORT.items()}

@@ -264,7 +264,7 @@ class SdkCall(Recording):
                 if found.result_count is None and self.facts.operation == "rerank":
                     self.failed(self._unreadable_answer("missing_field"), answered=True)
                 else:
-                    self._finish(self._success, found)
+                    self.succeeded(found)
         except Exception as exc:
             logged(exc)
         finally:
@@ -310,8 +310,6 @@ class SdkCall(Recording):
         if self._bad_answer is not None:
             raise self._bad_answer
         found = self._figures
-        if found is not None and found.dimensions is not None:  # a float answer, read whole
-            return found
         if found is None and self._answered:
             body = _body(self.answer)
             if body is not None:  # the SDK never decoded it as JSON: it may not be JSON

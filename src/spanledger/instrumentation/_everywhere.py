@@ -2,10 +2,12 @@
 
 Each SDK's client classes get their embedding and rerank methods replaced by a wrapper that,
 on a client's first call, instruments that client as ``instrument(client)`` would (its hooks,
-its instance-level wrappers) and then hands the call to it; from then on the client's own
-wrappers take its calls, and the class wrapper only passes them to the SDK's method. A client
-instrumented by hand before the switch keeps its own wrappers: each call is still recorded once.
-Undoing puts the SDK's methods back and uninstruments the clients the switch instrumented.
+its instance-level wrappers), then takes the instance-level wrappers back off and keeps how
+they record: every call of that client then goes through the class and is recorded there,
+around the SDK's method, inside whatever patched the class later. A client instrumented by hand
+keeps its own wrappers, which record outermost; the class wrapper under them only passes the
+call through. Undoing puts the SDK's methods back and uninstruments the clients the switch
+instrumented.
 
 An SDK version outside the range the tests cover is refused before anything is patched. A
 client the switch cannot instrument (a version drift, a subclass it does not know) is passed

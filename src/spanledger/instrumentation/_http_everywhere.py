@@ -107,10 +107,8 @@ def _httpx_async(
 def _requests_send(original: Any) -> Any:
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         vendors = _state.vendors
-        if (
-            vendors is None
-            or request.method != "POST"
-            or not might_be_vendor_call("POST", request.url.partition("?")[0])
+        if vendors is None or not might_be_vendor_call(
+            request.method, request.url.partition("?")[0]
         ):
             return original(self, request, *args, **kwargs)
         try:

@@ -214,7 +214,7 @@ class _Watch:
 
 def _watch(request: httpx.Request, vendors: Mapping[str, Vendor]) -> _Watch | None:
     """A recording for ``request`` if it is a vendor call and someone is listening."""
-    if request.method != "POST" or not request.url.path.rstrip("/").endswith(_SUFFIXES):
+    if not might_be_vendor_call(request.method, request.url.path):
         return None
     try:
         return watch_for(request.url, lambda: _request_body(request), vendors)

@@ -212,7 +212,7 @@ def read_embeddings(
     vectors are checked as strictly, but base64 ones are not turned into float lists (a path
     that only records the call never hands them on)."""
     floats = dtype in _FLOAT32
-    decode = _present if floats else _decoder(dtype)
+    decode = _decoder(dtype)
     layout = endpoint.vectors
     if layout is VectorLayout.BY_INDEX:
         vectors = vectors_by_index(_DATA(payload), expected, decode)
