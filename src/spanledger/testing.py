@@ -83,6 +83,8 @@ __all__ = [
     "StandIn",
     "cohere_embeddings",
     "cohere_rerank",
+    "cohere_v1_embeddings",
+    "cohere_v1_rerank",
     "jina_embeddings",
     "jina_rerank",
     "openai_embeddings",
@@ -311,16 +313,25 @@ def _openai_embed(
 
 
 def _cohere_embed(
-    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+    body: dict[str, Any],
+    model: str,
+    figure: int | None = None,
+    report: bool = True,
+    version: str = "2",
 ) -> _Answer:
     texts = list(body.get("texts") or [])
     dims = int(body.get("output_dimension") or DEFAULT_DIMENSIONS)
+    vectors = [standin_vector(t, dims) for t in texts]
     payload: dict[str, Any] = {
         "id": f"standin-{hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:12]}",
-        "embeddings": {"float": [standin_vector(t, dims) for t in texts]},
+        "embeddings": {"float": vectors},
         "texts": texts,
-        "meta": {"api_version": {"version": "2"}},
+        "meta": {"api_version": {"version": version}},
     }
+    if version == "1":  # v1 answers a plain request with the vectors themselves
+        by_type = bool(body.get("embedding_types"))
+        payload["embeddings"] = {"float": vectors} if by_type else vectors
+        payload["response_type"] = "embeddings_by_type" if by_type else "embeddings_floats"
     if _reports(model, report):
         tokens = sum(_tokens(t) for t in texts) if figure is None else figure
         payload["meta"]["billed_units"] = {"input_tokens": _usage_value(model, tokens)}
@@ -328,23 +339,41 @@ def _cohere_embed(
 
 
 def _cohere_rerank(
-    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+    body: dict[str, Any],
+    model: str,
+    figure: int | None = None,
+    report: bool = True,
+    version: str = "2",
 ) -> _Answer:
-    query, documents = str(body.get("query", "")), list(body.get("documents") or [])
-    ranked = sorted(
-        ({"index": i, "relevance_score": _score(query, d)} for i, d in enumerate(documents)),
+    query = str(body.get("query", ""))
+    documents = [_document_text(d) for d in body.get("documents") or []]
+    echo = version == "1" and bool(body.get("return_documents"))
+    ranked: list[dict[str, Any]] = sorted(
+        (
+            {"index": i, "relevance_score": _score(query, d)}
+            | ({"document": {"text": d}} if echo else {})
+            for i, d in enumerate(documents)
+        ),
         key=lambda r: -r["relevance_score"],
     )
     top_n = body.get("top_n")
+    results = ranked[:top_n] if isinstance(top_n, int) else ranked
     payload: dict[str, Any] = {
         "id": "standin-rerank",
-        "results": ranked[:top_n] if isinstance(top_n, int) else ranked,
-        "meta": {"api_version": {"version": "2"}},
+        "results": results,
+        "meta": {"api_version": {"version": version}},
     }
     if _reports(model, report):
         units = math.ceil(len(documents) / 100) if figure is None else figure
         payload["meta"]["billed_units"] = {"search_units": _usage_value(model, units)}
     return 200, payload, {}
+
+
+def _document_text(document: object) -> str:
+    """A rerank document as text: itself, or a Cohere v1 ``{"text": ...}`` object's text."""
+    if isinstance(document, dict):
+        return str(document.get("text", ""))
+    return str(document)
 
 
 def _token_usage(model: str, tokens: int, report: bool) -> dict[str, Any]:
@@ -472,6 +501,25 @@ def cohere_rerank(*, search_units: int | None = None, report_usage: bool = True)
     )
 
 
+def cohere_v1_embeddings(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Cohere's older ``POST /v1/embed`` (``cohere.Client``): the float vectors as
+    ``embeddings`` itself unless ``embedding_types`` was sent; figures as ``cohere_embeddings``.
+    """
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        "cohere", "/v1/embed", lambda b, m: _cohere_embed(b, m, figure, report_usage, "1")
+    )
+
+
+def cohere_v1_rerank(*, search_units: int | None = None, report_usage: bool = True) -> Route:
+    """Cohere's older ``POST /v1/rerank`` (``cohere.Client``): echoes each document as
+    ``{"text": ...}`` when ``return_documents`` is set; figures as ``cohere_rerank``."""
+    figure = _figure("search_units", search_units)
+    return _built_in(
+        "cohere", "/v1/rerank", lambda b, m: _cohere_rerank(b, m, figure, report_usage, "1")
+    )
+
+
 def jina_embeddings(*, tokens: int | None = None, report_usage: bool = True) -> Route:
     """Jina ``POST /v1/embeddings``: reports ``tokens`` as ``usage.total_tokens`` (by default
     counted from the texts), or no usage when ``report_usage`` is False."""
@@ -531,6 +579,8 @@ _DEFAULT_ROUTES: tuple[Callable[[], Route], ...] = (
     openai_embeddings,
     cohere_embeddings,
     cohere_rerank,
+    cohere_v1_embeddings,
+    cohere_v1_rerank,
     jina_embeddings,
     jina_rerank,
     tei_embeddings,

@@ -1,6 +1,7 @@
 """Rigs for the instrumentation tests: the real SDKs against the loopback stand-in.
 
-Each ``Op`` is one SDK method (OpenAI embeddings, Cohere embed / rerank, Voyage embed / rerank)
+Each ``Op`` is one SDK method (OpenAI embeddings, Cohere v2 and v1 embed / rerank, Voyage embed /
+rerank)
 with how to build its client (sync or async, SDK retries off unless asked) and how to call it.
 A ``Tape`` is a sink that keeps start notices and events in order.
 """
@@ -100,6 +101,12 @@ def _cohere(origin: str, is_async: bool, **options: Any) -> Any:
     return kind(api_key=API_KEY, base_url=f"{origin}/cohere", **options)
 
 
+def _cohere_v1(origin: str, is_async: bool, **options: Any) -> Any:
+    options.setdefault("max_retries", 0)
+    kind = cohere.AsyncClient if is_async else cohere.Client
+    return kind(api_key=API_KEY, base_url=f"{origin}/cohere", **options)
+
+
 def _voyage(origin: str, is_async: bool, **options: Any) -> Any:
     options.setdefault("max_retries", 0)
     kind = AsyncVoyageClient if is_async else VoyageClient
@@ -160,6 +167,26 @@ OPS = [
         lambda c, m, t: c.rerank(QUERY, t, model=m),
         lambda r: (type(r), r.results, r.total_tokens),
         "/voyageai/v1/rerank",
+    ),
+    Op(
+        "cohere-v1-embed",
+        "cohere",
+        "embeddings",
+        _cohere_v1,
+        lambda c, m, t: c.embed(model=m, texts=t, input_type="search_document"),
+        lambda c, m, t: c.embed(model=m, texts=t, input_type="search_document"),
+        _model_dump,
+        "/cohere/v1/embed",
+    ),
+    Op(
+        "cohere-v1-rerank",
+        "cohere",
+        "rerank",
+        _cohere_v1,
+        lambda c, m, t: c.rerank(model=m, query=QUERY, documents=t),
+        lambda c, m, t: c.rerank(model=m, query=QUERY, documents=t),
+        _model_dump,
+        "/cohere/v1/rerank",
     ),
 ]
 OP_IDS = [op.name for op in OPS]

@@ -10,7 +10,6 @@ import textwrap
 import weakref
 from typing import Any
 
-import cohere
 import httpx2
 import openai
 import pytest
@@ -225,10 +224,9 @@ def test_a_client_collected_while_another_is_being_instrumented_does_not_deadloc
     [
         object(),
         "openai",
-        cohere.Client(api_key=API_KEY),
         openai.OpenAI(api_key=API_KEY).embeddings,
     ],
-    ids=["object", "str", "cohere-v1", "openai-resource"],
+    ids=["object", "str", "openai-resource"],
 )
 def test_unsupported_objects_are_refused(client: Any) -> None:
     with pytest.raises(TypeError, match="supports"):

@@ -87,7 +87,9 @@ def test_a_bad_or_absent_figure_is_not_reported(
 
     assert seen == bare
     [event] = tape.events
-    if bare[0] == "ok":
+    if bare[0] == "ok" or op.name == "cohere-v1-embed":
+        # Cohere v1's embed fails on such a body only when it merges its batches, after each
+        # batch (the call recorded) has come back whole.
         assert isinstance(event, EmbeddingEvent | RerankEvent)
         assert event.usage is None
     else:

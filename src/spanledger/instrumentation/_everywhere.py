@@ -54,14 +54,16 @@ class ClassMethod:
     client_of: Callable[[Any], Any] = lambda instance: instance
 
 
+Versions = tuple[tuple[int, ...], tuple[int, ...]]
+"""A range of versions: ``lowest <= version < below``."""
+
+
 @dataclass(frozen=True)
 class SdkSupport:
-    """What the switch patches in one SDK, and the versions the tests cover
-    (``lowest <= version < below``)."""
+    """What the switch patches in one SDK, and the version ranges the tests cover."""
 
     distribution: str
-    lowest: tuple[int, ...]
-    below: tuple[int, ...]
+    ranges: tuple[Versions, ...]
     methods: tuple[ClassMethod, ...]
 
     def refusal(self) -> str | None:
@@ -71,11 +73,14 @@ class SdkSupport:
         except importlib.metadata.PackageNotFoundError:
             return f"{self.distribution} is not installed"
         found = _numbers(installed)
-        if self.lowest <= found < self.below:
+        if any(lowest <= found < below for lowest, below in self.ranges):
             return None
+        supported = ", or ".join(
+            f"{_dotted(lowest)} and later, below {_dotted(below)}" for lowest, below in self.ranges
+        )
         return (
             f"{self.distribution} {installed} is installed; spanledger.instrument() supports "
-            f"{_dotted(self.lowest)} and later, below {_dotted(self.below)}"
+            f"{supported}"
         )
 
 

@@ -47,8 +47,7 @@ _INTEGRATIONS = {
 _SUPPORT = {
     "openai": SdkSupport(
         "openai",
-        (3, 57),
-        (4,),
+        (((3, 57), (4,)),),
         (
             ClassMethod(
                 "openai.resources.embeddings", "Embeddings", "create", False, lambda r: r._client
@@ -64,19 +63,21 @@ _SUPPORT = {
     ),
     "cohere": SdkSupport(
         "cohere",
-        (7, 3),
-        (8,),
+        (((5, 21), (6,)), ((7, 3), (8,))),
         (
             ClassMethod("cohere", "ClientV2", "embed", False),
             ClassMethod("cohere", "ClientV2", "rerank", False),
             ClassMethod("cohere", "AsyncClientV2", "embed", True),
             ClassMethod("cohere", "AsyncClientV2", "rerank", True),
+            ClassMethod("cohere", "Client", "embed", False),
+            ClassMethod("cohere", "Client", "rerank", False),
+            ClassMethod("cohere", "AsyncClient", "embed", True),
+            ClassMethod("cohere", "AsyncClient", "rerank", True),
         ),
     ),
     "voyageai": SdkSupport(
         "voyageai",
-        (0, 5),
-        (0, 6),
+        (((0, 5), (0, 6)),),
         (
             ClassMethod("voyageai.client", "Client", "embed", False),
             ClassMethod("voyageai.client", "Client", "rerank", False),
@@ -87,6 +88,7 @@ _SUPPORT = {
 }
 """What the process-wide switch patches per SDK, and the versions the tests cover."""
 
+_MISSING = object()
 _lock = _forksafe.module_lock(globals(), "_lock", threading.RLock)
 _released: deque[tuple[Callable[..., Any], tuple[weakref.ref[Any], ...]]] = deque()
 
@@ -121,7 +123,7 @@ class Installation:
         self.switch = Switch()
         self.is_async = False
         self._client = weakref.ref(client)
-        self._patched: list[tuple[object, str, object]] = []
+        self._patched: list[tuple[object, str, object, object]] = []
         self._undo: list[Callable[[], Any]] = []
 
     def wrap(self, owner: object, name: str, spec: MethodSpec) -> None:
@@ -136,8 +138,14 @@ class Installation:
             wrapped: object = wrap_async(original, spec, self.switch)
         else:
             wrapped = wrap_sync(original, spec, self.switch)
-        vars(owner)[name] = wrapped
-        self._patched.append((owner, name, wrapped))
+        self.replace(owner, name, wrapped)
+
+    def replace(self, owner: object, name: str, value: object) -> None:
+        """Set ``owner.name`` to ``value`` as an instance attribute, until ``undo``, which puts
+        back what the instance held (or nothing, when it took ``name`` from its class)."""
+        attributes = vars(owner)
+        self._patched.append((owner, name, value, attributes.get(name, _MISSING)))
+        attributes[name] = value
 
     def hook(self, http_client: object) -> None:
         """Report the attempts ``http_client`` makes, until ``undo`` or the client is dropped."""
@@ -154,9 +162,14 @@ class Installation:
 
     def undo(self) -> None:
         self.switch.on = False
-        for owner, name, wrapped in reversed(self._patched):
-            if vars(owner).get(name) is wrapped:
-                del vars(owner)[name]
+        for owner, name, value, held in reversed(self._patched):
+            attributes = vars(owner)
+            if attributes.get(name) is not value:
+                continue  # replaced again since: leave it
+            if held is _MISSING:
+                del attributes[name]
+            else:
+                attributes[name] = held
         for release in reversed(self._undo):
             release()
         _run_released()
@@ -196,8 +209,9 @@ def instrument(
 ) -> Any:
     """Make ``client`` record every embedding and rerank call; returns the same client.
 
-    Supported: ``openai.OpenAI`` / ``AsyncOpenAI``, ``cohere.ClientV2`` / ``AsyncClientV2`` and
-    ``voyageai.Client`` / ``AsyncClient``. Instrumenting a client twice changes nothing.
+    Supported: ``openai.OpenAI`` / ``AsyncOpenAI``, ``cohere.ClientV2`` / ``AsyncClientV2``,
+    ``cohere.Client`` / ``AsyncClient`` (v1) and ``voyageai.Client`` / ``AsyncClient``.
+    Instrumenting a client twice changes nothing.
 
     With no client, the process-wide switch: every client of the named SDKs (``"openai"``,
     ``"cohere"``, ``"voyageai"``; default: each of them that is installed, imported now) records,
@@ -275,6 +289,7 @@ def _integration(client: object) -> Integration:
             module: Integration = importlib.import_module(_INTEGRATIONS[package])
             return module
     raise TypeError(
-        "spanledger.instrument supports openai.OpenAI/AsyncOpenAI, cohere.ClientV2/AsyncClientV2 "
-        f"and voyageai.Client/AsyncClient, not {type(client).__qualname__}"
+        "spanledger.instrument supports openai.OpenAI/AsyncOpenAI, cohere.ClientV2/AsyncClientV2, "
+        "cohere.Client/AsyncClient and voyageai.Client/AsyncClient, "
+        f"not {type(client).__qualname__}"
     )

@@ -1,14 +1,16 @@
 """Recognise a vendor's embedding or rerank request in plain httpx traffic, and read its facts.
 
 The vendor is taken, in order, from the caller's ``vendors`` map (a host, or a URL prefix), the
-vendor's public API host, the route itself (``/v2/embed`` is Cohere, ``/embed`` with ``inputs``
-is TEI), and finally the body's shape (Voyage's ``input_type`` / ``top_k``, Jina's ``task`` /
-``top_n``; other ``/embeddings`` requests are the OpenAI-compatible wire). Which keys carry what
+vendor's public API host, the route itself (``/v2/embed`` is Cohere, ``/embed`` with ``texts``
+is Cohere's v1 and with ``inputs`` TEI), and finally the body's shape (Voyage's ``input_type`` /
+``top_k``, Cohere's rerank models and keys, Jina's ``task`` / ``top_n``; other ``/embeddings``
+requests are the OpenAI-compatible wire). Which keys carry what
 is each endpoint's declaration in ``spanledger.wire``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +37,10 @@ _BY_SUFFIX = {(endpoint.vendor, endpoint.suffix): endpoint for endpoint in ENDPO
 _VOYAGE_EMBED_KEYS = frozenset({"input_type", "output_dimension", "output_dtype", "truncation"})
 _JINA_EMBED_KEYS = frozenset({"task", "late_chunking", "embedding_type", "truncate"})
 _DTYPE_KEYS = ("output_dtype", "embedding_type", "encoding_format")
+_COHERE_RERANK_KEYS = frozenset({"rank_fields", "max_chunks_per_doc", "max_tokens_per_doc"})
+_COHERE_RERANK_MODEL = re.compile(r"rerank-(?:english|multilingual|v\d)")
+"""Cohere's rerank model names (``rerank-v3.5``, ``rerank-english-v3.0``); Voyage's are
+``rerank-2``, ``rerank-lite-1``."""
 
 
 def checked_vendors(vendors: Mapping[str, str] | None) -> dict[str, Vendor]:
@@ -73,6 +79,8 @@ def _guess(path: str, suffix: str, body: dict[str, Any]) -> Vendor | None:
     if path.endswith(("/v2/embed", "/v2/rerank")):
         return Vendor.COHERE
     if suffix == "/embed":
+        if "texts" in body or "images" in body:
+            return Vendor.COHERE
         return Vendor.TEI if "inputs" in body else None
     if suffix == "/embeddings":
         if body.keys() & _VOYAGE_EMBED_KEYS:
@@ -84,7 +92,10 @@ def _guess(path: str, suffix: str, body: dict[str, Any]) -> Vendor | None:
         if "top_k" in body:
             return Vendor.VOYAGE
         model = body.get("model")
-        if "top_n" in body or (type(model) is str and model.startswith("jina")):
+        named = model if type(model) is str else ""
+        if body.keys() & _COHERE_RERANK_KEYS or _COHERE_RERANK_MODEL.match(named):
+            return Vendor.COHERE
+        if "top_n" in body or named.startswith("jina"):
             return Vendor.JINA
         return Vendor.VOYAGE
     return None

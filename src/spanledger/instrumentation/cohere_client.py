@@ -1,15 +1,24 @@
-"""``cohere.ClientV2`` / ``AsyncClientV2``: ``embed`` and ``rerank``, recorded as ``cohere``.
+"""Cohere's clients: ``embed`` and ``rerank``, recorded as ``cohere``.
+
+``ClientV2`` / ``AsyncClientV2`` post to ``/v2/embed`` and ``/v2/rerank``; the older ``Client``
+/ ``AsyncClient`` to ``/v1/embed`` and ``/v1/rerank``, whose ``embed`` splits the texts into
+batches of 96 sent side by side (``Client`` from a thread pool). Each batch is its own HTTP call,
+so a v1 client is recorded one level down, at its raw client, where each batch passes; the
+pool is given tasks that carry the caller's context, so every batch's span sits in the
+caller's trace and turn.
 
 Usage is read from the raw JSON body (``meta.billed_units``) as the SDK decodes it, through
 hooks on the SDK's own httpx client. The SDK's typed result is not trusted for figures: it
-turns ``search_units: 1`` into ``1.0`` and an absent figure into ``None``. The v1 ``Client``
-is not supported: its ``embed`` splits work over a thread pool the hooks cannot follow.
+turns ``search_units: 1`` into ``1.0`` and an absent figure into ``None``.
 """
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import cohere
 
@@ -31,37 +40,74 @@ from spanledger.wire.endpoints import COHERE_EMBEDDINGS, COHERE_RERANK
 
 __all__ = ["install"]
 
+T = TypeVar("T")
 Server = tuple[str | None, int | None]
 _EMBED_EXTRAS = ("max_tokens", "embedding_types", "truncate", "priority")
-_RERANK_EXTRAS = ("max_tokens_per_doc", "relevant_spans", "priority")
+_RERANK_EXTRAS = (
+    "max_tokens_per_doc",
+    "relevant_spans",
+    "priority",
+    "rank_fields",  # v1's
+    "max_chunks_per_doc",
+)
 
 
 def install(client: Any, installation: Installation) -> None:
-    if isinstance(client, cohere.AsyncClientV2):
-        installation.is_async = True
-    elif not isinstance(client, cohere.ClientV2):
+    installation.is_async = isinstance(client, cohere.AsyncClient | cohere.AsyncClientV2)
+    if isinstance(client, cohere.ClientV2 | cohere.AsyncClientV2):
+        owners = (client, *_raw_clients(client))  # a call wrapped twice is recorded once
+        version = "v2"
+    elif isinstance(client, cohere.Client | cohere.AsyncClient):
+        owners = (client._raw_client,)
+        version = "v1"
+        if not installation.is_async:
+            installation.replace(client, "_executor", _CarryingContext(client._executor))
+    else:
         raise TypeError(
-            "spanledger.instrument supports cohere.ClientV2 and AsyncClientV2, "
-            f"not {type(client).__qualname__}"
+            "spanledger.instrument supports cohere.ClientV2 / AsyncClientV2 and Client / "
+            f"AsyncClient, not {type(client).__qualname__}"
         )
     wrapper = client._client_wrapper
     server = server_of(wrapper.get_base_url())
+    required = version == "v2"  # v1 falls back to the account's default model
     embed = MethodSpec(
-        facts=partial(_embed_facts, server),
+        facts=partial(_embed_facts, server, required),
         endpoint=COHERE_EMBEDDINGS,
         shape=_width,
-        route="/v2/embed",
+        route=f"/{version}/embed",
     )
     rerank = MethodSpec(
-        facts=partial(_rerank_facts, server),
+        facts=partial(_rerank_facts, server, required),
         endpoint=COHERE_RERANK,
         shape=_result_count,
-        route="/v2/rerank",
+        route=f"/{version}/rerank",
     )
-    for owner in (client, *_raw_clients(client)):  # a call wrapped twice is recorded once
+    for owner in owners:
         installation.wrap(owner, "embed", embed)
         installation.wrap(owner, "rerank", rerank)
     installation.hook(wrapper.httpx_client.httpx_client)
+
+
+class _CarryingContext:
+    """A v1 client's thread pool, whose tasks run in a copy of the submitting caller's
+    context (its current span, its turn): ``embed`` sends its batches from the pool."""
+
+    def __init__(self, pool: Executor) -> None:
+        self.pool = pool
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        return self.pool.submit(contextvars.copy_context().run, fn, *args, **kwargs)
+
+    def map(self, fn: Callable[..., T], *iterables: Any, **options: Any) -> Iterator[T]:
+        context = contextvars.copy_context()
+
+        def carried(*args: Any) -> T:
+            return context.copy().run(fn, *args)  # a context runs in one thread at a time
+
+        return self.pool.map(carried, *iterables, **options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pool, name)
 
 
 def _raw_clients(client: Any) -> list[Any]:
@@ -78,14 +124,17 @@ def _raw_clients(client: Any) -> list[Any]:
     return found
 
 
-def _model(kwargs: dict[str, Any]) -> str | None:
-    return text_or_none(kwargs.get("model"))
+def _model(kwargs: dict[str, Any], required: bool) -> str | None:
+    """The model asked for; a v1 call that names none is billed to the account's default,
+    which the response does not name: ``"unknown"``."""
+    model = text_or_none(kwargs.get("model"))
+    return model if model is not None or required else "unknown"
 
 
 def _embed_facts(
-    server: Server, args: tuple[Any, ...], kwargs: dict[str, Any]
+    server: Server, required: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> EmbedFacts | None:
-    model = _model(kwargs)
+    model = _model(kwargs, required)
     if model is None:
         return None
     texts = kwargs.get("texts")
@@ -114,13 +163,14 @@ def _embed_facts(
 
 
 def _rerank_facts(
-    server: Server, args: tuple[Any, ...], kwargs: dict[str, Any]
+    server: Server, required: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> RerankFacts | None:
-    model = _model(kwargs)
+    model = _model(kwargs, required)
     if model is None:
         return None
     query = text_or_none(kwargs.get("query"))
     count, documents = input_texts(kwargs.get("documents"))
+    returns = kwargs.get("return_documents")  # v1's
     return RerankFacts(
         provider=COHERE_EMBEDDINGS.provider,
         model=model,
@@ -129,6 +179,7 @@ def _rerank_facts(
         query=query,
         documents=documents,
         top_k=positive_int(kwargs.get("top_n")),
+        request_params={"return_documents": returns} if type(returns) is bool else {},
         extras=passed(kwargs, _RERANK_EXTRAS),
         server_address=server[0],
         server_port=server[1],
@@ -137,7 +188,8 @@ def _rerank_facts(
 
 
 def _width(result: Any) -> int | None:
-    rows = getattr(result, "data", result).embeddings.float_  # a raw response holds it in data
+    embeddings = getattr(result, "data", result).embeddings  # a raw response holds it in data
+    rows = embeddings if isinstance(embeddings, list) else embeddings.float_  # v1: a list
     return len(rows[0]) if rows else None
 
 

@@ -45,7 +45,8 @@ class VectorLayout(StrEnum):
     BY_INDEX = "by_index"
     """``data: [{index, embedding}]``, placed by ``index`` (OpenAI, Jina, Voyage)."""
     BY_TYPE = "by_type"
-    """``embeddings: {float: [...], int8: [...]}``, in input order (Cohere v2)."""
+    """``embeddings: {float: [...], int8: [...]}``, in input order (Cohere); Cohere's v1 also
+    answers a float request with ``embeddings: [...]``, the float vectors themselves."""
     ROWS = "rows"
     """The body is the list of vectors, in input order (TEI)."""
 
@@ -141,7 +142,6 @@ COHERE_RERANK = Endpoint(
     units_at=("meta", "billed_units", "search_units"),
     model_at=None,
     top_k_key="top_n",
-    document_key=None,
     default_base_url="https://api.cohere.com",
     api_key_env="CO_API_KEY",
     hosts=_COHERE_HOSTS,

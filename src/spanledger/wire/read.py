@@ -303,9 +303,13 @@ def _rows(
 def _by_type(
     payload: object, expected: int | None, decode: Callable[[object], Any], dtype: str | None
 ) -> list[Any]:
-    """Cohere's ``embeddings.<type>``, the type the request asked for (float by default)."""
+    """Cohere's ``embeddings.<type>``, the type the request asked for (float by default); a
+    v1 float request may be answered with the float vectors as ``embeddings`` itself."""
     by_type = _EMBEDDINGS(payload)
-    wanted = "float" if dtype in _FLOAT32 else dtype
+    floats = dtype in _FLOAT32
+    if floats and type(by_type) is list:
+        return _rows(by_type, expected, decode, dtype)
+    wanted = "float" if floats else dtype
     rows = dig(by_type, wanted) if type(wanted) is str else None
     if type(rows) is not list:
         raise invalid_response("the embeddings of the requested type are missing", "missing_field")
