@@ -133,9 +133,7 @@ def test_the_switch_records_each_batch_of_a_client_made_before_it(standin: Stand
     assert len(tape.events) == len(standin.requests) == 4
 
 
-def test_rerank_reads_documents_as_objects_and_its_v1_options(
-    standin: StandIn, tape: Tape
-) -> None:
+def test_rerank_reads_documents_as_objects_and_its_v1_options(standin: StandIn, tape: Tape) -> None:
     client = spanledger.instrument(v1(standin))
     documents = [{"text": text} for text in MANY[:4]]
     result = client.rerank(

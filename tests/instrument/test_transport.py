@@ -399,3 +399,69 @@ def test_an_unknown_vendor_name_is_refused() -> None:
         spanledger.instrumentation.transport(vendors={"llm.internal": "azure"})
     with pytest.raises(ValueError, match="azure"):
         spanledger.instrumentation.async_transport(vendors={"llm.internal": "azure"})
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "vendor"),
+    [
+        ("/v1/embed", {"model": "embed-english-v3.0", "texts": ["a"]}, "cohere"),
+        ("/embed", {"inputs": ["a"]}, "tei"),
+        (
+            "/v1/rerank",
+            {"model": "rerank-english-v3.0", "query": "q", "documents": ["a"]},
+            "cohere",
+        ),
+        (
+            "/v1/rerank",
+            {"model": "rerank-v3.5", "query": "q", "documents": [], "top_n": 1},
+            "cohere",
+        ),
+        ("/v1/rerank", {"model": "m", "query": "q", "documents": [], "rank_fields": []}, "cohere"),
+        (
+            "/v1/rerank",
+            {"model": "jina-reranker-v2", "query": "q", "documents": [], "top_n": 1},
+            "jina",
+        ),
+        ("/v1/rerank", {"model": "rerank-2", "query": "q", "documents": []}, "voyageai"),
+        (
+            "/v1/rerank",
+            {"model": "rerank-2.5", "query": "q", "documents": [], "top_k": 1},
+            "voyageai",
+        ),
+    ],
+)
+def test_a_body_on_an_unknown_host_names_its_vendor(
+    path: str, body: dict[str, Any], vendor: str
+) -> None:
+    from spanledger.instrumentation._routes import recognise
+
+    endpoint = recognise(httpx.URL(f"http://gateway.internal{path}"), body, {})
+    assert endpoint is not None
+    assert endpoint.provider == vendor
+
+
+def test_cohere_v1_calls_are_read_as_the_sdk_path_reads_them(standin: StandIn, tape: Tape) -> None:
+    import cohere
+
+    truth = Tape()
+    sdk = spanledger.instrument(cohere.Client(api_key="k", base_url=standin.base_url("cohere")))
+    with spanledger.use(Recorder([truth])):
+        sdk.embed(model="embed-english-v3.0", texts=TEXTS, input_type="search_query")
+        sdk.rerank(model="rerank-english-v3.0", query=QUERY, documents=TEXTS, top_n=2)
+    base = standin.base_url("cohere")
+    with httpx.Client(transport=spanledger.instrumentation.transport()) as client:
+        client.post(
+            f"{base}/v1/embed",
+            json={"model": "embed-english-v3.0", "texts": TEXTS, "input_type": "search_query"},
+        )
+        client.post(
+            f"{base}/v1/rerank",
+            json={"model": "rerank-english-v3.0", "query": QUERY, "documents": TEXTS, "top_n": 2},
+        )
+
+    for seen, expected in zip(tape.events, truth.events, strict=True):
+        assert type(seen) is type(expected)
+        same_facts(seen, expected)
+        for name in ("input_count", "dimensions", "document_count", "top_k", "result_count"):
+            assert getattr(seen, name, None) == getattr(expected, name, None), name
+    assert all(event.usage is not None for event in truth.events)

@@ -10,7 +10,13 @@ import pytest
 from spanledger.errors import ProviderError
 from spanledger.events import EmbeddingUsage
 from spanledger.wire import read
-from spanledger.wire.endpoints import JINA_RERANK, OPENAI_EMBEDDINGS, VOYAGE_RERANK
+from spanledger.wire.endpoints import (
+    COHERE_EMBEDDINGS,
+    COHERE_RERANK,
+    JINA_RERANK,
+    OPENAI_EMBEDDINGS,
+    VOYAGE_RERANK,
+)
 from spanledger.wire.read import embedding_usage, read_embeddings, read_rerank
 
 
@@ -123,3 +129,49 @@ def test_float_vectors_take_numbers_only(vector: list[Any], accepted: bool) -> N
     else:
         with pytest.raises(ProviderError):
             read_embeddings(OPENAI_EMBEDDINGS, body, 1)
+
+
+V1_VECTORS = [[0.5, 0.25], [0.125, 1.0]]
+
+
+@pytest.mark.parametrize(
+    "embeddings",
+    [V1_VECTORS, {"float": V1_VECTORS}],
+    ids=["v1-floats", "by-type"],
+)
+def test_cohere_float_vectors_are_read_as_a_list_or_by_type(embeddings: object) -> None:
+    body = {"id": "e1", "embeddings": embeddings, "meta": {"billed_units": {"input_tokens": 5}}}
+    part = read_embeddings(COHERE_EMBEDDINGS, body, 2)
+    assert (part.vectors, part.dimensions, part.usage) == (
+        V1_VECTORS,
+        2,
+        EmbeddingUsage(input_tokens=5),
+    )
+
+
+@pytest.mark.parametrize(
+    ("embeddings", "dtype"),
+    [
+        (V1_VECTORS, "int8"),  # a plain list is only ever v1's floats
+        ([[0.5, 0.25]], None),  # one vector for two inputs
+        ([[0.5, True], [0.125, 1.0]], None),
+        ({"int8": [[1, 2], [3, 4]]}, None),  # floats asked for, none sent
+    ],
+    ids=["list-for-int8", "too-few", "bool", "wrong-type"],
+)
+def test_cohere_vectors_that_do_not_answer_the_request_are_refused(
+    embeddings: object, dtype: str | None
+) -> None:
+    body = {"embeddings": embeddings, "meta": {"billed_units": {"input_tokens": 5}}}
+    with pytest.raises(ProviderError) as raised:
+        read_embeddings(COHERE_EMBEDDINGS, body, 2, dtype)
+    assert raised.value.category.value == "provider_invalid_response"
+
+
+def test_cohere_v1_document_echoes_are_read() -> None:
+    body = rerank_body(
+        {"index": 1, "relevance_score": 0.9, "document": {"text": "b"}},
+        {"index": 0, "relevance_score": 0.5, "document": {"text": "a"}},
+    )
+    part = read_rerank(COHERE_RERANK, body, 2, None)
+    assert [r.document for r in part.results] == ["b", "a"]
