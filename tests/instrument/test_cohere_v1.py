@@ -64,11 +64,12 @@ def test_each_batch_of_a_threaded_embed_is_one_event_in_the_callers_turn_and_tra
     client = spanledger.instrument(v1(standin))
     outer = provider.get_tracer("app")
     recorder = Recorder([tape, OtelExporter(tracer_provider=provider, enable_metrics=False)])
-    with spanledger.use(recorder), outer.start_as_current_span("retrieve") as parent:
-        with spanledger.request("turn-v1") as scope:
-            result = client.embed(
-                model="embed-english-v3.0", texts=MANY, input_type="search_document"
-            )
+    with (
+        spanledger.use(recorder),
+        outer.start_as_current_span("retrieve") as parent,
+        spanledger.request("turn-v1") as scope,
+    ):
+        result = client.embed(model="embed-english-v3.0", texts=MANY, input_type="search_document")
 
     assert result.embeddings == bare.embeddings
     events = embedded(tape.events)
