@@ -3,9 +3,9 @@ stand-in: one event per HTTP call, the stand-in's figures, LiteLLM's result unch
 
 LiteLLM reaches OpenAI through the OpenAI SDK (recorded by the SDK switch) and the others with
 its own httpx handler (recorded by ``http=True``). Its Voyage body carries nothing Voyage-only,
-so on a host that is not Voyage's the vendor is named with ``vendors``. Not covered: Cohere
-embeddings (LiteLLM speaks Cohere's v1 ``/embed``) and Jina (LiteLLM drops the path of
-``api_base``, so it cannot be pointed at the stand-in's ``/jina`` prefix).
+so on a host that is not Voyage's the vendor is named with ``vendors``; its Cohere embeddings
+go to v1's ``/embed``, recognised by their ``texts``. Not covered: Jina (LiteLLM drops the path
+of ``api_base``, so it cannot be pointed at the stand-in's ``/jina`` prefix).
 """
 
 from __future__ import annotations
@@ -112,5 +112,24 @@ def test_openai_embedding(standin: StandIn) -> None:
     [event] = events
     assert isinstance(event, EmbeddingEvent)
     assert event.provider == "openai"
+    assert event.usage is not None
+    assert event.usage.input_tokens == sum(map(tokens, TEXTS))
+
+
+def test_cohere_embedding(standin: StandIn) -> None:
+    def work() -> Any:
+        return litellm.embedding(
+            model="cohere/embed-english-v3.0",
+            input=TEXTS,
+            input_type="search_document",
+            api_base=standin.base_url("cohere") + "/v1/embed",
+            api_key=API_KEY,
+        )
+
+    result, events = recorded(standin, work)
+    assert len(result.data) == len(TEXTS)
+    [event] = events
+    assert isinstance(event, EmbeddingEvent)
+    assert (event.provider, event.input_count) == ("cohere", len(TEXTS))
     assert event.usage is not None
     assert event.usage.input_tokens == sum(map(tokens, TEXTS))
