@@ -6,6 +6,11 @@ Covered here (all build their SDK client inside, so only the switch can reach th
 pointed at the stand-in through its own base-URL setting):
 LangChain ``OpenAIEmbeddings``, ``VoyageAIEmbeddings`` and ``VoyageAIRerank``; LlamaIndex
 ``OpenAIEmbedding``; Haystack's ``CohereRanker`` and ``CohereDocumentEmbedder``.
+
+Jina has no SDK: LangChain-community's ``JinaRerank`` posts through a ``requests`` session, and
+Haystack's Jina components through a fresh ``httpx.Client`` per call, so they are recorded with
+``http=True``. ``JinaRerank`` has no base-URL setting: its module's URL constant is pointed at
+the stand-in. The frameworks that pin older SDKs are in ``tests/older_sdks``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,11 @@ import pytest
 from haystack import Document as HaystackDocument
 from haystack.utils import Secret
 from haystack_integrations.components.embedders.cohere import CohereDocumentEmbedder
+from haystack_integrations.components.embedders.jina import JinaTextEmbedder
 from haystack_integrations.components.rankers.cohere import CohereRanker
+from haystack_integrations.components.rankers.jina import JinaRanker
+from langchain_community.document_compressors import jina_rerank
+from langchain_community.document_compressors.jina_rerank import JinaRerank
 from langchain_core.documents import Document
 from langchain_openai import OpenAIEmbeddings
 from langchain_voyageai import VoyageAIEmbeddings, VoyageAIRerank
@@ -39,15 +48,22 @@ TEXTS = [
 ]
 
 
-def run(standin: StandIn, work: Callable[[], Any]) -> tuple[Any, list[Event], int]:
-    """``work``'s result with the switch on, the events it made, and the HTTP calls it sent;
-    checked against the same work with the switch off."""
+def run(
+    standin: StandIn, work: Callable[[], Any], *, http: bool = False, **vendors: str
+) -> tuple[Any, list[Event], int]:
+    """``work``'s result with the switch on (``http``: other code's HTTP too, ``vendors``
+    naming the stand-in's prefixes), the events it made, and the HTTP calls it sent; checked
+    against the same work with the switch off."""
     standin.reset()
     bare = work()
     assert standin.requests, "the framework never reached the stand-in"
     standin.reset()
     kept = Kept()
-    spanledger.instrument()
+    if http:
+        named = {standin.base_url(name): vendor for name, vendor in vendors.items()}
+        spanledger.instrument(http=True, vendors=named or None)
+    else:
+        spanledger.instrument()
     try:
         with spanledger.use(Recorder([kept])):
             result = work()
@@ -195,3 +211,62 @@ def test_haystack_cohere_document_embedder(standin: StandIn) -> None:
     found = embedding_events(events, calls, "cohere")
     assert calls == 2
     assert [event.input_count for event in found] == [2, 1]
+
+
+def test_langchain_community_jina_rerank(standin: StandIn, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jina_rerank, "JINA_API_URL", standin.base_url("jina") + "/v1/rerank")
+    reranker = JinaRerank(jina_api_key=API_KEY, model="jina-reranker-v2-base-multilingual", top_n=2)
+    documents = [Document(page_content=text) for text in TEXTS]
+
+    ranked, events, calls = run(
+        standin, lambda: reranker.compress_documents(documents, QUERY), http=True
+    )
+    assert len(ranked) == 2
+    assert calls == 1
+    [event] = events
+    assert isinstance(event, RerankEvent)
+    assert (event.provider, event.document_count, event.top_k, event.result_count) == (
+        "jina",
+        3,
+        2,
+        2,
+    )
+    assert event.usage is not None
+    assert event.usage.input_tokens == tokens(QUERY) * 3 + sum(map(tokens, TEXTS))
+
+
+def test_haystack_jina_ranker(standin: StandIn) -> None:
+    def rank() -> Any:
+        ranker = JinaRanker(
+            api_key=Secret.from_token(API_KEY),
+            model="jina-reranker-v2-base-multilingual",
+            top_k=2,
+            base_url=standin.base_url("jina") + "/v1/rerank",
+        )
+        documents = [HaystackDocument(content=text) for text in TEXTS]
+        return ranker.run(query=QUERY, documents=documents)["documents"]
+
+    ranked, events, calls = run(standin, rank, http=True)
+    assert (len(ranked), calls) == (2, 1)
+    [event] = events
+    assert isinstance(event, RerankEvent)
+    assert (event.provider, event.result_count) == ("jina", 2)
+    assert event.usage is not None
+
+
+def test_haystack_jina_text_embedder(standin: StandIn) -> None:
+    """On a host that is not Jina's, its ``jina-`` model names the vendor."""
+
+    def embed() -> Any:
+        embedder = JinaTextEmbedder(
+            api_key=Secret.from_token(API_KEY),
+            model="jina-embeddings-v3",
+            base_url=standin.base_url("jina") + "/v1/embeddings",
+        )
+        return embedder.run(QUERY)["embedding"]
+
+    vector, events, calls = run(standin, embed, http=True)
+    [event] = embedding_events(events, calls, "jina")
+    assert (event.input_count, event.dimensions) == (1, len(vector))
+    assert event.usage is not None
+    assert event.usage.input_tokens == tokens(QUERY)

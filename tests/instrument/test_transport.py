@@ -405,6 +405,8 @@ def test_an_unknown_vendor_name_is_refused() -> None:
     ("path", "body", "vendor"),
     [
         ("/v1/embed", {"model": "embed-english-v3.0", "texts": ["a"]}, "cohere"),
+        ("/v1/embeddings", {"model": "jina-embeddings-v3", "input": ["a"]}, "jina"),
+        ("/v1/embeddings", {"model": "text-embedding-3-small", "input": ["a"]}, "openai"),
         ("/embed", {"inputs": ["a"]}, "tei"),
         (
             "/v1/rerank",

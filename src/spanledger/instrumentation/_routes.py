@@ -3,8 +3,8 @@
 The vendor is taken, in order, from the caller's ``vendors`` map (a host, or a URL prefix), the
 vendor's public API host, the route itself (``/v2/embed`` is Cohere, ``/embed`` with ``texts``
 is Cohere's v1 and with ``inputs`` TEI), and finally the body's shape (Voyage's ``input_type`` /
-``top_k``, Cohere's rerank models and keys, Jina's ``task`` / ``top_n``; other ``/embeddings``
-requests are the OpenAI-compatible wire). Which keys carry what
+``top_k``, Cohere's rerank models and keys, Jina's ``jina-`` models and ``task`` / ``top_n``;
+other ``/embeddings`` requests are the OpenAI-compatible wire). Which keys carry what
 is each endpoint's declaration in ``spanledger.wire``.
 """
 
@@ -82,17 +82,18 @@ def _guess(path: str, suffix: str, body: dict[str, Any]) -> Vendor | None:
         if "texts" in body or "images" in body:
             return Vendor.COHERE
         return Vendor.TEI if "inputs" in body else None
+    model = body.get("model")
+    named = model if type(model) is str else ""
     if suffix == "/embeddings":
         if body.keys() & _VOYAGE_EMBED_KEYS:
             return Vendor.VOYAGE
-        return Vendor.JINA if body.keys() & _JINA_EMBED_KEYS else Vendor.OPENAI
+        jina = body.keys() & _JINA_EMBED_KEYS or named.startswith("jina")
+        return Vendor.JINA if jina else Vendor.OPENAI
     if suffix == "/rerank":
         if "texts" in body and "documents" not in body:
             return Vendor.TEI
         if "top_k" in body:
             return Vendor.VOYAGE
-        model = body.get("model")
-        named = model if type(model) is str else ""
         if body.keys() & _COHERE_RERANK_KEYS or _COHERE_RERANK_MODEL.match(named):
             return Vendor.COHERE
         if "top_n" in body or named.startswith("jina"):
