@@ -132,23 +132,22 @@ def openai_client(size: int) -> openai.OpenAI:
     )
 
 
-def cohere_client(size: int) -> cohere.ClientV2:
+def cohere_client(size: int, kind: type[cohere.Client] = cohere.ClientV2) -> Any:
+    """A Cohere client answered in process (``kind``: ``ClientV2``, or v1's ``Client``)."""
     body = cohere_body(size)
     transport = httpx.MockTransport(
         lambda request: httpx.Response(
             200, content=body, headers={"content-type": "application/json"}
         )
     )
-    return cohere.ClientV2(
-        api_key="bench", max_retries=0, httpx_client=httpx.Client(transport=transport)
-    )
+    return kind(api_key="bench", max_retries=0, httpx_client=httpx.Client(transport=transport))
 
 
 def openai_call(client: openai.OpenAI, texts: list[str]) -> Callable[[], object]:
     return lambda: client.embeddings.create(model="text-embedding-3-small", input=texts)
 
 
-def cohere_call(client: cohere.ClientV2, texts: list[str]) -> Callable[[], object]:
+def cohere_call(client: cohere.Client, texts: list[str]) -> Callable[[], object]:
     return lambda: client.rerank(model="rerank-v3.5", query="what is a tick", documents=texts)
 
 

@@ -3,8 +3,8 @@
 Once the switch has instrumented a client (on its first call), that client's own wrappers take
 its calls, and the SDK class's wrapper adds one hop: it sees the client is instrumented and
 passes the call to the SDK. Target: at most 1.05 x the hand-instrumented call, for the OpenAI
-embeddings call (an ``httpx.MockTransport``) and Voyage embed (its requestor answering in
-process), with a recorder whose only sink does nothing. Rounds are interleaved and the medians
+embeddings call, Cohere v2 and v1 rerank (an ``httpx.MockTransport``) and Voyage embed (its
+requestor answering in process), with a recorder whose only sink does nothing. Rounds are interleaved and the medians
 of the round-by-round ratios printed; nothing is asserted.
 
     python benchmarks/bench_process_wide.py [rounds] [calls]
@@ -16,6 +16,8 @@ import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
+
+import cohere
 
 import bench_instrument as bench
 import spanledger
@@ -36,6 +38,14 @@ def main() -> int:
         "openai embeddings": (
             lambda: bench.openai_client(1),
             lambda client: bench.openai_call(client, bench.SHORT),
+        ),
+        "cohere rerank": (
+            lambda: bench.cohere_client(1),
+            lambda client: bench.cohere_call(client, bench.SHORT),
+        ),
+        "cohere v1 rerank": (
+            lambda: bench.cohere_client(1, cohere.Client),
+            lambda client: bench.cohere_call(client, bench.SHORT),
         ),
         "voyage embed": (
             lambda: bench.voyage_client(1),
