@@ -4,8 +4,8 @@ Once the switch has instrumented a client (on its first call), that client's own
 its calls, and the SDK class's wrapper adds one hop: it sees the client is instrumented and
 passes the call to the SDK. Target: at most 1.05 x the hand-instrumented call, for the OpenAI
 embeddings call, Cohere v2 and v1 rerank (an ``httpx.MockTransport``) and Voyage embed (its
-requestor answering in process), with a recorder whose only sink does nothing. Rounds are interleaved and the medians
-of the round-by-round ratios printed; nothing is asserted.
+requestor answering in process), with a recorder whose only sink does nothing. Rounds are
+interleaved and the medians of the round-by-round ratios printed; nothing is asserted.
 
     python benchmarks/bench_process_wide.py [rounds] [calls]
 """
