@@ -36,6 +36,8 @@ from spanledger.testing import (
     StandIn,
     cohere_embeddings,
     cohere_rerank,
+    cohere_v1_embeddings,
+    cohere_v1_rerank,
     jina_embeddings,
     jina_rerank,
     openai_embeddings,
@@ -472,3 +474,28 @@ def test_the_usage_example_in_the_module_docstring_runs() -> None:
     tests = [value for name, value in namespace.items() if name.startswith("test_")]
     assert len(tests) == 1
     tests[0]()
+
+
+def test_cohere_v1_routes_answer_the_v1_client_with_the_figures_they_are_given(
+    server: StandIn, events: list[spanledger.Event]
+) -> None:
+    import cohere
+
+    server.route(cohere_v1_embeddings(tokens=11))
+    server.route(cohere_v1_rerank(search_units=4))
+    client = spanledger.instrument(
+        cohere.Client(api_key="k", base_url=server.base_url("cohere"), max_retries=0)
+    )
+    embedded = client.embed(model="m", texts=["a", "b"])
+    ranked = client.rerank(model="m", query="q", documents=["a b", "c"], return_documents=True)
+
+    assert embedded.response_type == "embeddings_floats"
+    assert [r.document.text if r.document else None for r in ranked.results] == [
+        ["a b", "c"][r.index] for r in ranked.results
+    ]
+    embedding, rerank = events
+    assert isinstance(embedding, spanledger.EmbeddingEvent)
+    assert isinstance(rerank, spanledger.RerankEvent)
+    assert embedding.usage == spanledger.EmbeddingUsage(input_tokens=11)
+    assert rerank.usage == spanledger.RerankUsage(search_units=4)
+    assert [r.path for r in server.requests] == ["/v1/embed", "/v1/rerank"]
