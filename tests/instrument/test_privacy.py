@@ -58,6 +58,9 @@ def test_the_sentinel_and_the_key_appear_nowhere(standin: StandIn, tmp_path: Pat
         oai.embeddings.create(model="m", input=[text], user=SENTINEL)
         co = spanledger.instrument(OPS[1].client(standin))
         co.rerank(model="m", query=SENTINEL, documents=[text])
+        v1 = spanledger.instrument(OPS[5].client(standin))
+        v1.embed(model="m", texts=[text] * 100, input_type="search_document")  # two batches
+        v1.rerank(model="m", query=SENTINEL, documents=[{"text": text}], return_documents=True)
         vo = spanledger.instrument(OPS[3].client(standin))
         vo.embed([text], model="voyage-3")
         with pytest.raises(voyageai.error.InvalidRequestError):
@@ -86,7 +89,7 @@ def test_the_sentinel_and_the_key_appear_nowhere(standin: StandIn, tmp_path: Pat
 
     recorder.flush()
     failures = [event for event in tape.events if isinstance(event, FailedEvent)]
-    assert len(tape.events) == 8
+    assert len(tape.events) == 11
     assert len(failures) == 5
     assert all(event.fingerprint is not None for event in failures if event.status_code == 500)
     surfaces = [
