@@ -18,6 +18,9 @@ import cohere
 import httpx
 import openai
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from voyageai.client import Client as VoyageClient
 from voyageai.client_async import AsyncClient as AsyncVoyageClient
 
@@ -34,6 +37,16 @@ TEXTS = ["a tick is a small arachnid", "ticks feed on blood", "the clock ticks"]
 def standin() -> Iterator[StandIn]:
     with StandIn() as server:
         yield server
+
+
+@pytest.fixture
+def spans() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
+    """A tracer provider whose spans are kept in memory as they end."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter, provider
+    provider.shutdown()
 
 
 class Tape:

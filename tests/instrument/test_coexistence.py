@@ -7,13 +7,12 @@ peer outermost the two are separate roots, because the peer does not make its sp
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from opentelemetry.instrumentation.voyageai import VoyageAIInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from voyageai.client import Client as VoyageClient
 
@@ -25,15 +24,6 @@ from tests.instrument.conftest import API_KEY, QUERY, TEXTS, Tape
 
 OURS = {"embeddings voyage-3.5", "rerank rerank-2.5"}
 PEERS = {"voyageai.embed", "voyageai.rerank"}
-
-
-@pytest.fixture
-def spans() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter, provider
-    provider.shutdown()
 
 
 def client(standin: StandIn) -> VoyageClient:

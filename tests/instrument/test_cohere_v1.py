@@ -8,15 +8,12 @@ v2 client follows; this file holds what only v1 does.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import cohere
-import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import spanledger
@@ -43,15 +40,6 @@ def embedded(events: list[Any]) -> list[EmbeddingEvent]:
     found = [event for event in events if isinstance(event, EmbeddingEvent)]
     assert len(found) == len(events)
     return sorted(found, key=lambda event: event.usage.input_tokens if event.usage else -1)
-
-
-@pytest.fixture
-def spans() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter, provider
-    provider.shutdown()
 
 
 def test_each_batch_of_a_threaded_embed_is_one_event_in_the_callers_turn_and_trace(

@@ -12,7 +12,6 @@ from spanledger.events import EmbeddingUsage
 from spanledger.wire import read
 from spanledger.wire.endpoints import (
     COHERE_EMBEDDINGS,
-    COHERE_RERANK,
     JINA_RERANK,
     OPENAI_EMBEDDINGS,
     VOYAGE_RERANK,
@@ -166,12 +165,3 @@ def test_cohere_vectors_that_do_not_answer_the_request_are_refused(
     with pytest.raises(ProviderError) as raised:
         read_embeddings(COHERE_EMBEDDINGS, body, 2, dtype)
     assert raised.value.category.value == "provider_invalid_response"
-
-
-def test_cohere_v1_document_echoes_are_read() -> None:
-    body = rerank_body(
-        {"index": 1, "relevance_score": 0.9, "document": {"text": "b"}},
-        {"index": 0, "relevance_score": 0.5, "document": {"text": "a"}},
-    )
-    part = read_rerank(COHERE_RERANK, body, 2, None)
-    assert [r.document for r in part.results] == ["b", "a"]

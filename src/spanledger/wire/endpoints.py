@@ -142,6 +142,7 @@ COHERE_RERANK = Endpoint(
     units_at=("meta", "billed_units", "search_units"),
     model_at=None,
     top_k_key="top_n",
+    document_key=None,  # v2 never echoes; v1's echoes are not read
     default_base_url="https://api.cohere.com",
     api_key_env="CO_API_KEY",
     hosts=_COHERE_HOSTS,
