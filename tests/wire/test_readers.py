@@ -12,9 +12,11 @@ from spanledger.events import EmbeddingUsage
 from spanledger.wire import read
 from spanledger.wire.endpoints import (
     COHERE_EMBEDDINGS,
+    COHERE_V1_EMBEDDINGS,
     JINA_RERANK,
     OPENAI_EMBEDDINGS,
     VOYAGE_RERANK,
+    Endpoint,
 )
 from spanledger.wire.read import embedding_usage, read_embeddings, read_rerank
 
@@ -134,34 +136,38 @@ V1_VECTORS = [[0.5, 0.25], [0.125, 1.0]]
 
 
 @pytest.mark.parametrize(
-    "embeddings",
-    [V1_VECTORS, {"float": V1_VECTORS}],
-    ids=["v1-floats", "by-type"],
+    ("endpoint", "embeddings"),
+    [
+        (COHERE_V1_EMBEDDINGS, V1_VECTORS),
+        (COHERE_V1_EMBEDDINGS, {"float": V1_VECTORS}),
+        (COHERE_EMBEDDINGS, {"float": V1_VECTORS}),
+    ],
+    ids=["v1-floats", "v1-by-type", "v2-by-type"],
 )
-def test_cohere_float_vectors_are_read_as_a_list_or_by_type(embeddings: object) -> None:
+def test_cohere_float_vectors_are_read_as_a_list_or_by_type(
+    endpoint: Endpoint, embeddings: object
+) -> None:
     body = {"id": "e1", "embeddings": embeddings, "meta": {"billed_units": {"input_tokens": 5}}}
-    part = read_embeddings(COHERE_EMBEDDINGS, body, 2)
-    assert (part.vectors, part.dimensions, part.usage) == (
-        V1_VECTORS,
-        2,
-        EmbeddingUsage(input_tokens=5),
-    )
+    part = read_embeddings(endpoint, body, 2)
+    assert (part.vectors, part.dimensions) == (V1_VECTORS, 2)
+    assert part.usage == EmbeddingUsage(input_tokens=5)
 
 
 @pytest.mark.parametrize(
-    ("embeddings", "dtype"),
+    ("endpoint", "embeddings", "dtype"),
     [
-        (V1_VECTORS, "int8"),  # a plain list is only ever v1's floats
-        ([[0.5, 0.25]], None),  # one vector for two inputs
-        ([[0.5, True], [0.125, 1.0]], None),
-        ({"int8": [[1, 2], [3, 4]]}, None),  # floats asked for, none sent
+        (COHERE_EMBEDDINGS, V1_VECTORS, None),  # v2 never answers with a plain list
+        (COHERE_V1_EMBEDDINGS, V1_VECTORS, "int8"),  # a plain list is only ever floats
+        (COHERE_V1_EMBEDDINGS, [[0.5, 0.25]], None),  # one vector for two inputs
+        (COHERE_V1_EMBEDDINGS, [[0.5, True], [0.125, 1.0]], None),
+        (COHERE_V1_EMBEDDINGS, {"int8": [[1, 2], [3, 4]]}, None),  # floats asked for, none sent
     ],
-    ids=["list-for-int8", "too-few", "bool", "wrong-type"],
+    ids=["v2-list", "v1-list-for-int8", "v1-too-few", "v1-bool", "v1-wrong-type"],
 )
 def test_cohere_vectors_that_do_not_answer_the_request_are_refused(
-    embeddings: object, dtype: str | None
+    endpoint: Endpoint, embeddings: object, dtype: str | None
 ) -> None:
     body = {"embeddings": embeddings, "meta": {"billed_units": {"input_tokens": 5}}}
     with pytest.raises(ProviderError) as raised:
-        read_embeddings(COHERE_EMBEDDINGS, body, 2, dtype)
+        read_embeddings(endpoint, body, 2, dtype)
     assert raised.value.category.value == "provider_invalid_response"

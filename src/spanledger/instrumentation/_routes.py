@@ -26,7 +26,7 @@ from spanledger.recording.facts import (
     text_or_none,
     utf8_length,
 )
-from spanledger.wire.endpoints import ENDPOINTS, Endpoint, Vendor
+from spanledger.wire.endpoints import COHERE_V1_EMBEDDINGS, ENDPOINTS, Endpoint, Vendor
 from spanledger.wire.http import server_of
 from spanledger.wire.read import vector_type
 
@@ -62,6 +62,8 @@ def recognise(
     vendor = _declared(url, vendors) or _HOSTS.get(url.host) or _guess(path, suffix, body)
     if vendor is None:
         return None
+    if vendor is Vendor.COHERE and path.endswith(COHERE_V1_EMBEDDINGS.route):
+        return COHERE_V1_EMBEDDINGS
     return _BY_SUFFIX.get((vendor, suffix))
 
 

@@ -36,7 +36,7 @@ from spanledger.recording.facts import (
     text_or_none,
     utf8_length,
 )
-from spanledger.wire.endpoints import COHERE_EMBEDDINGS, COHERE_RERANK
+from spanledger.wire.endpoints import COHERE_EMBEDDINGS, COHERE_RERANK, COHERE_V1_EMBEDDINGS
 
 __all__ = ["install"]
 
@@ -72,7 +72,7 @@ def install(client: Any, installation: Installation) -> None:
     required = version == "v2"  # v1 falls back to the account's default model
     embed = MethodSpec(
         facts=partial(_embed_facts, server, required),
-        endpoint=COHERE_EMBEDDINGS,
+        endpoint=COHERE_EMBEDDINGS if required else COHERE_V1_EMBEDDINGS,
         shape=_width,
         route=f"/{version}/embed",
     )

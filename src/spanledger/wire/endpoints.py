@@ -9,7 +9,7 @@ same declaration, so a rule cannot be written twice and drift.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Literal
 
@@ -45,8 +45,10 @@ class VectorLayout(StrEnum):
     BY_INDEX = "by_index"
     """``data: [{index, embedding}]``, placed by ``index`` (OpenAI, Jina, Voyage)."""
     BY_TYPE = "by_type"
-    """``embeddings: {float: [...], int8: [...]}``, in input order (Cohere); Cohere's v1 also
-    answers a float request with ``embeddings: [...]``, the float vectors themselves."""
+    """``embeddings: {float: [...], int8: [...]}``, in input order (Cohere v2)."""
+    FLOATS_OR_BY_TYPE = "floats_or_by_type"
+    """Cohere v1: ``embeddings`` is the float vectors themselves when no type was asked for,
+    else by type, as v2's."""
     ROWS = "rows"
     """The body is the list of vectors, in input order (TEI)."""
 
@@ -147,6 +149,10 @@ COHERE_RERANK = Endpoint(
     api_key_env="CO_API_KEY",
     hosts=_COHERE_HOSTS,
 )
+COHERE_V1_EMBEDDINGS = replace(
+    COHERE_EMBEDDINGS, route="/v1/embed", vectors=VectorLayout.FLOATS_OR_BY_TYPE
+)
+"""The older ``cohere.Client``'s embed; its rerank is read as v2's (``COHERE_RERANK``)."""
 JINA_EMBEDDINGS = Endpoint(
     Vendor.JINA,
     "embeddings",
@@ -245,7 +251,8 @@ ENDPOINTS: dict[tuple[Vendor, Operation], Endpoint] = {
         VOYAGE_RERANK,
     )
 }
-"""Every endpoint, by vendor and operation (OpenAI has no rerank)."""
+"""Every endpoint our providers call, by vendor and operation (OpenAI has no rerank); SDKs also
+reach ``COHERE_V1_EMBEDDINGS``."""
 
 
 def endpoint_for(vendor: object, operation: Operation) -> Endpoint | None:

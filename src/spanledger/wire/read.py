@@ -219,7 +219,7 @@ def read_embeddings(
     elif layout is VectorLayout.ROWS:
         vectors = _rows(require_list(payload, "the response"), expected, decode, dtype)
     else:
-        vectors = _by_type(payload, expected, decode, dtype)
+        vectors = _by_type(payload, expected, decode, dtype, layout)
     if floats:
         vectors = float_vectors(vectors, keep_vectors)
     readers = _readers_of(endpoint)
@@ -301,13 +301,17 @@ def _rows(
 
 
 def _by_type(
-    payload: object, expected: int | None, decode: Callable[[object], Any], dtype: str | None
+    payload: object,
+    expected: int | None,
+    decode: Callable[[object], Any],
+    dtype: str | None,
+    layout: VectorLayout,
 ) -> list[Any]:
-    """Cohere's ``embeddings.<type>``, the type the request asked for (float by default); a
-    v1 float request may be answered with the float vectors as ``embeddings`` itself."""
+    """Cohere's ``embeddings.<type>``, the type the request asked for (float by default); v1
+    may answer a float request with the float vectors as ``embeddings`` itself."""
     by_type = _EMBEDDINGS(payload)
     floats = dtype in _FLOAT32
-    if floats and type(by_type) is list:
+    if floats and type(by_type) is list and layout is VectorLayout.FLOATS_OR_BY_TYPE:
         return _rows(by_type, expected, decode, dtype)
     wanted = "float" if floats else dtype
     rows = dig(by_type, wanted) if type(wanted) is str else None
