@@ -37,10 +37,25 @@ def _parser() -> argparse.ArgumentParser:
         default=Path("spanledger-events.jsonl"),
         help="where to append the JSONL event log (default: ./spanledger-events.jsonl)",
     )
-    report = commands.add_parser("report", help="spend per provider and model from an event log")
-    report.add_argument("events", type=Path, help="a JSONL event log")
+    report = commands.add_parser(
+        "report", help="spend and cited token share from event logs, grouped as asked"
+    )
+    report.add_argument(
+        "events",
+        nargs="+",
+        help="event logs: files, directories (every *.jsonl inside) or glob patterns",
+    )
     report.add_argument("--prices", type=Path, help="price table (TOML or JSON) to price with")
-    report.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    output = report.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    output.add_argument("--csv", action="store_true", help="print the rows as CSV")
+    report.add_argument(
+        "--by",
+        default="provider,model",
+        help="group rows by provider,model (default), day or request, or a comma list of them",
+    )
+    report.add_argument("--since", help="only calls started at or after (ISO date or time, UTC)")
+    report.add_argument("--until", help="only calls started before (ISO date or time, UTC)")
     prices = commands.add_parser("prices", help="work with price tables")
     prices_commands = prices.add_subparsers(dest="prices_command", required=True)
     check = prices_commands.add_parser("check", help="validate a price table")
@@ -82,9 +97,20 @@ def _run(args: argparse.Namespace) -> int:
         writable_event_log(args.events, named="--events")
         return (run_tour if args.tour else run_demo)(args.events, sys.stdout)
     if args.command == "report":
+        from spanledger.fleet.options import groupings, moment
         from spanledger.reporting import run_report
 
-        return run_report(args.events, args.prices, as_json=args.json, out=sys.stdout)
+        return run_report(
+            args.events,
+            args.prices,
+            as_json=args.json,
+            as_csv=args.csv,
+            by=groupings(args.by),
+            since=moment(args.since, "--since"),
+            until=moment(args.until, "--until"),
+            out=sys.stdout,
+            err=sys.stderr,
+        )
     if args.command == "prices":
         from spanledger.reporting import run_prices_check
 

@@ -7,35 +7,60 @@ A file that cannot be used raises (``PriceTableError``, ``OSError``) for the cal
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
-from spanledger.attribution.summary import AttributionSummary
-from spanledger.eventlog import read_events
+from spanledger.fleet.progress import reading_progress
+from spanledger.fleet.scan import Grouping
+from spanledger.fleet.sources import log_files
 from spanledger.ledger.prices import PriceTable, PriceTableError
 from spanledger.ledger.pricing import Ledger
-from spanledger.ledger.report import build_spend_report
 
 __all__ = ["run_prices_check", "run_report"]
 
 
-def run_report(events: Path, prices: Path | None, *, as_json: bool, out: TextIO) -> int:
-    """Print the spend report for ``events``. Raises ``PriceTableError`` for a price table and
-    ``OSError`` for a log that cannot be read."""
+def run_report(
+    sources: Sequence[str | Path] | str | Path,
+    prices: Path | None,
+    *,
+    as_json: bool = False,
+    as_csv: bool = False,
+    by: Sequence[Grouping] = ("provider", "model"),
+    since: datetime | None = None,
+    until: datetime | None = None,
+    out: TextIO,
+    err: TextIO | None = None,
+) -> int:
+    """Print the spend and attribution report over the logs ``sources`` name (files,
+    directories, glob patterns). 1 when no readable event was found. Raises
+    ``PriceTableError`` for a price table, ``ConfigurationError`` for a source that names
+    nothing, ``OSError`` for a log that cannot be read."""
+    from spanledger.fleet.report import price_scan
+    from spanledger.fleet.scan import scan_logs
+
+    named = [sources] if isinstance(sources, str | Path) else list(sources)
     ledger = Ledger(PriceTable.load(prices), warn=False) if prices is not None else None
-    log = read_events(events)
-    report = build_spend_report(log.events, ledger)
-    attribution = AttributionSummary.of(log.attributions)
+    files = log_files(named)
+    windows = ledger.prices.boundaries() if ledger is not None else ()
+    with reading_progress(files, err):
+        scan = scan_logs(
+            files, by=by, since=since, until=until, windows=windows, recorded_costs=ledger is None
+        )
+    report = price_scan(scan, by, ledger)
     if as_json:
-        data = report.to_json()
-        data["attribution"] = attribution.to_json()
-        data["unreadable_lines"] = [p.line_number for p in log.problems]
-        out.write(json.dumps(data, indent=2) + "\n")
-        return 0
-    out.write(report.render() + "\n\n" + attribution.render() + "\n")
-    for problem in log.problems:
-        out.write(f"skipped line {problem.line_number}: {problem.reason}\n")
+        out.write(json.dumps(report.to_json(), indent=2) + "\n")
+    elif as_csv:
+        out.write(report.to_csv())
+    else:
+        out.write(report.render() + "\n")
+    warnings = err if err is not None else out
+    for reason, count in sorted(report.problems.items()):
+        warnings.write(f"skipped {count} line{'s' if count != 1 else ''}: {reason}\n")
+    if scan.events == 0 and scan.attribution.requests == 0:
+        warnings.write(f"no readable event in {len(files)} file{'s' if len(files) != 1 else ''}\n")
+        return 1
     return 0
 
 

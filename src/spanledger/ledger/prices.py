@@ -208,6 +208,17 @@ class PriceTable:
                             f"({self.entries[i].label}): validity windows overlap"
                         )
 
+    def boundaries(self) -> tuple[datetime, ...]:
+        """Every moment an entry starts or stops being valid, in order: between two of them,
+        each (provider, model) looks up the same entry."""
+        moments = {
+            moment
+            for entry in self.entries
+            for moment in (entry.valid_from, entry.valid_until)
+            if moment is not None
+        }
+        return tuple(sorted(moments))
+
     def lookup(self, provider: str, model: str, at: datetime) -> Lookup:
         """The entry for ``model`` at ``at``: exact name first, then the most specific glob.
 

@@ -14,6 +14,7 @@ import contextlib
 from datetime import datetime
 from decimal import Decimal
 from os import PathLike
+from typing import Literal
 
 import structlog
 
@@ -181,12 +182,60 @@ def not_billed(reason: str, code: CostCode = CostCode.FAILED_UNBILLED) -> CostLi
     return CostLine(status=CostStatus.NOT_BILLED, amount=Decimal(0), code=code, reason=reason)
 
 
+def _unbilled_reason(kind: str, category: str | None) -> str:
+    return (
+        f"the {kind} call failed ({category}) where the provider bills nothing: refused "
+        "before sending or at connect, or answered with an error status"
+    )
+
+
 class Ledger:
     """Prices events from a ``PriceTable`` (or a path to one)."""
 
     def __init__(self, prices: PriceTable | str | PathLike[str], *, warn: bool = True) -> None:
         self.prices = prices if isinstance(prices, PriceTable) else PriceTable.load(prices)
         self._warn = warn
+
+    def price_calls(
+        self,
+        calls: int,
+        provider: str,
+        model: str,
+        at: datetime,
+        usage: EmbeddingUsage | RerankUsage | None,
+        *,
+        outcome: Literal["succeeded", "estimated", "failed"],
+        failure: tuple[str | None, str | None, int | None] = (None, None, None),
+        kind: Literal["embedding", "rerank"] = "embedding",
+    ) -> CostLine:
+        """The cost of ``calls`` calls that price alike (one provider, model and outcome, started
+        within one validity window of the table, with the same figures present), ``usage``
+        their summed figures. Pricing is linear in usage, so this is exactly the sum of pricing
+        each call: ``spanledger report`` prices a log's groups this way. ``failure``: the
+        failed calls' category, error type and status code."""
+        if outcome == "failed":
+            category, error_type, status_code = failure
+            if not may_have_billed(category or "", error_type, status_code):
+                return not_billed(_unbilled_reason(kind, category))
+            line = price_usage(self.prices, provider, model, at, None)
+        else:
+            line = price_usage(
+                self.prices, provider, model, at, usage, estimated=outcome == "estimated"
+            )
+        per_request = line.dimensions.get("requests")
+        if calls == 1 or per_request is None or line.amount is None:
+            return line
+        extra = per_request * (calls - 1)
+        dimensions = {**line.dimensions, "requests": per_request * calls}
+        return CostLine(
+            line.status,
+            line.amount + extra,
+            line.currency,
+            line.reason,
+            line.code,
+            dimensions,
+            line.price_entry,
+        )
 
     def price(self, event: Event) -> CostLine:
         """The cost line for one event."""
@@ -208,11 +257,7 @@ class Ledger:
             line = price_usage(self.prices, event.provider, event.model, event.started_at, None)
         else:
             kind = "embedding" if isinstance(event, EmbeddingFailedEvent) else "rerank"
-            line = not_billed(
-                f"the {kind} call failed ({event.error_category.value}) where the provider "
-                "bills nothing: refused before sending or at connect, or answered with an "
-                "error status"
-            )
+            line = not_billed(_unbilled_reason(kind, event.error_category.value))
         if self._warn and line.status in NOT_PRICED_STATUSES:
             _warn_once(event.provider, event.model, line)
         return line

@@ -1,0 +1,449 @@
+"""One scan of many event logs by DuckDB: the calls grouped for pricing, the lines it could
+not use counted by reason, and each request's latest attribution record, aggregated.
+
+DuckDB reads the JSONL files in parallel and streams them through the group-by, so memory
+grows with the number of groups, never with the number of events. Lines are never quoted back:
+they may hold payload.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["AttributionFigures", "CallGroup", "Scan", "scan_logs"]
+
+Grouping = Literal["provider", "model", "day", "request"]
+Outcome = Literal["succeeded", "estimated", "failed"]
+
+_COLUMNS = {
+    "schema": "BIGINT",
+    "kind": "VARCHAR",
+    "provider": "VARCHAR",
+    "model": "VARCHAR",
+    "started_at": "VARCHAR",
+    "request_id": "VARCHAR",
+    "usage": "STRUCT(input_tokens BIGINT, search_units BIGINT)",
+    "estimated_usage": "STRUCT(input_tokens BIGINT, search_units BIGINT)",
+    "error_category": "VARCHAR",
+    "error_type": "VARCHAR",
+    "status_code": "VARCHAR",
+    "cost": "STRUCT(status VARCHAR, currency VARCHAR, code VARCHAR, amount VARCHAR)",
+    "at": "VARCHAR",
+    "rendered_tokens": "VARCHAR",
+    "cited_tokens": "VARCHAR",
+    "cited_token_share": "VARCHAR",
+    "reconcilable": "VARCHAR",
+    "spend": "VARCHAR",
+    "currency": "VARCHAR",
+    "spend_complete": "VARCHAR",
+}
+_CALL_COLUMNS = (*tuple(_COLUMNS)[:12], "at")
+_ATTRIBUTION_COLUMNS = ("schema", "kind", "request_id", *tuple(_COLUMNS)[12:])
+_EVENT_KINDS = ("embedding", "embedding_failed", "rerank", "rerank_failed")
+_BY_COLUMN = {
+    "provider": "provider",
+    "model": "model",
+    "day": "strftime(ts, '%Y-%m-%d')",
+    "request": "coalesce(request_id, '')",
+}
+_SHARE_BANDS = ((0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0))
+
+
+@dataclass(frozen=True)
+class CallGroup:
+    """Calls that one price lookup prices alike: same provider, model, price-validity window
+    and outcome, and the same figures present. ``first_at`` is the earliest call's start (any
+    call of the group prices the same). ``cost`` is the recorded cost line's (status, currency,
+    code, amount) when the report prices from the log rather than a table."""
+
+    keys: tuple[str, ...]
+    provider: str
+    model: str
+    operation: Literal["embedding", "rerank"]
+    outcome: Outcome
+    usage_reported: bool
+    calls: int
+    input_tokens: int
+    search_units: int
+    first_at: datetime
+    failure: tuple[str | None, str | None, int | None] = (None, None, None)
+    cost: tuple[str | None, str | None, str | None, str | None] | None = None
+
+
+@dataclass(frozen=True)
+class AttributionFigures:
+    """Each request's latest attribution record, aggregated."""
+
+    requests: int = 0
+    with_share: int = 0
+    mean_share: float | None = None
+    median_share: float | None = None
+    bands: dict[str, int] = field(default_factory=dict)
+    spend: Decimal = Decimal(0)
+    cited_tokens: int = 0
+    currencies: tuple[str, ...] = ()
+    unknown_spend: int = 0
+    earned_nothing: int = 0
+    earned_nothing_examples: tuple[str, ...] = ()
+    unreconcilable: int = 0
+    unreconcilable_examples: tuple[str, ...] = ()
+
+
+@dataclass
+class Scan:
+    """What one scan found."""
+
+    groups: list[CallGroup]
+    lines: int
+    events: int
+    problems: dict[str, int]
+    attribution: AttributionFigures
+
+
+def _connect(memory_limit: str) -> Any:
+    import duckdb
+
+    connection = duckdb.connect(
+        config={
+            "memory_limit": memory_limit,
+            "preserve_insertion_order": False,  # groups need no order: less held in memory
+            "temp_directory": tempfile.gettempdir() + "/spanledger-duckdb",  # spills, if any
+        }
+    )
+    connection.execute("SET TimeZone = 'UTC'")
+    return connection
+
+
+def _source(names: Sequence[str]) -> str:
+    """The files (the ``$files`` parameter) read for the columns ``names``."""
+    columns = ", ".join(f"'{name}': '{_COLUMNS[name]}'" for name in names)
+    return (
+        f"read_json($files, format='newline_delimited', columns={{{columns}}}, "
+        "ignore_errors=true, maximum_object_size=1048576)"
+    )
+
+
+def scan_logs(
+    files: Sequence[Path],
+    *,
+    by: Sequence[Grouping] = ("provider", "model"),
+    since: datetime | None = None,
+    until: datetime | None = None,
+    windows: Sequence[datetime] = (),
+    recorded_costs: bool = False,
+    memory_limit: str = "256MB",
+) -> Scan:
+    """Scan ``files`` once for calls (grouped by ``by`` and for pricing: ``windows`` are the
+    price table's validity boundaries) and once more for attribution records, if any.
+    ``recorded_costs``: group by the cost line each event carries instead."""
+    connection = _connect(memory_limit)
+    try:
+        return _scan(connection, files, by, since, until, windows, recorded_costs)
+    finally:
+        connection.close()
+
+
+def _window_of(windows: int) -> str:
+    """The SQL for a call's price-validity window: how many of the boundaries (parameters
+    ``$window_0``...) it starts at or after."""
+    if not windows:
+        return "0"
+    return "(" + " + ".join(f"(ts >= $window_{i})::INTEGER" for i in range(windows)) + ")"
+
+
+def _range(since: datetime | None, until: datetime | None) -> str:
+    """The SQL keeping what started in [``$since``, ``$until``)."""
+    kept = ["ts IS NOT NULL"]
+    if since is not None:
+        kept.append("ts >= $since")
+    if until is not None:
+        kept.append("ts < $until")
+    return " AND ".join(kept)
+
+
+def _parameters(
+    files: Sequence[Path], since: datetime | None, until: datetime | None, **more: object
+) -> dict[str, object]:
+    named: dict[str, object] = {"files": [str(path) for path in files], **more}
+    if since is not None:
+        named["since"] = since
+    if until is not None:
+        named["until"] = until
+    return named
+
+
+def _scan(
+    connection: Any,
+    files: Sequence[Path],
+    by: Sequence[Grouping],
+    since: datetime | None,
+    until: datetime | None,
+    windows: Sequence[datetime],
+    recorded_costs: bool,
+) -> Scan:
+    boundaries = sorted(set(windows))
+    moments = {f"window_{i}": moment for i, moment in enumerate(boundaries)}
+    with ThreadPoolExecutor(1) as counter:  # counting lines overlaps DuckDB's scan
+        counted_lines = counter.submit(_count_lines, files)
+        connection.execute(
+            _grouping_query(by, since, until, len(boundaries), recorded_costs),
+            _parameters(files, since, until, **moments),
+        )
+        lines = counted_lines.result()
+    width = max(len(by), 1)
+    keys = ", ".join(f"k{i}" for i in range(width))
+    groups = [
+        _group(row, len(by))
+        for row in connection.execute(
+            f"""SELECT {keys}, provider, model, operation, outcome, reported, category, error,
+                status,
+                cost_status, cost_currency, cost_code, cost_amount, calls, tokens, units, first_at
+            FROM grouped WHERE class = 'call'"""
+        ).fetchall()
+    ]
+    classes = {
+        str(name): int(count)
+        for name, count in connection.execute(
+            "SELECT class, sum(lines) FROM grouped GROUP BY class"
+        ).fetchall()
+    }
+    read = sum(classes.values())
+    problems = {name: n for name, n in classes.items() if name not in _NOT_PROBLEMS}
+    blank = _count_blank_lines(files) if lines > read else 0  # rare: only then look for them
+    if lines - blank > read:
+        problems["not a readable JSON record"] = lines - blank - read
+    events = classes.get("call", 0) + classes.get("out of range", 0)
+    attribution = (
+        _attribution(connection, files, since, until)
+        if classes.get("attribution")
+        else AttributionFigures()
+    )
+    return Scan(groups, lines - blank, events, problems, attribution)
+
+
+_NOT_PROBLEMS = frozenset({"call", "attribution", "out of range"})
+
+
+def _grouping_query(
+    by: Sequence[Grouping],
+    since: datetime | None,
+    until: datetime | None,
+    windows: int,
+    recorded_costs: bool,
+) -> str:
+    """The scan: every line classified and the calls grouped for pricing, into the temporary
+    table ``grouped``."""
+    kinds = ", ".join(f"'{kind}'" for kind in _EVENT_KINDS)
+    keep = _range(since, until)
+    call = "class = 'call'"
+    keys = (
+        ", ".join(
+            f"CASE WHEN {call} THEN {_BY_COLUMN[name]} END AS k{i}" for i, name in enumerate(by)
+        )
+        or "NULL AS k0"
+    )
+    width = max(len(by), 1)
+    cost_columns = ", ".join(
+        f"CASE WHEN {call} THEN cost.{name} END AS cost_{name}"
+        if recorded_costs
+        else f"NULL AS cost_{name}"
+        for name in ("status", "currency", "code", "amount")
+    )
+    return f"""
+        CREATE OR REPLACE TEMP TABLE grouped AS
+        WITH rows AS (
+            SELECT *,
+                CASE WHEN kind = 'attribution' THEN try_cast("at" AS TIMESTAMPTZ)
+                    ELSE try_cast(started_at AS TIMESTAMPTZ) END AS ts
+            FROM {_source(_CALL_COLUMNS)}
+        ), classified AS (
+            SELECT *,
+                CASE
+                    WHEN schema IS NULL THEN 'no schema version'
+                    WHEN schema <> 1 THEN 'unsupported schema version'
+                    WHEN kind = 'attribution' AND (request_id IS NULL OR ts IS NULL)
+                        THEN 'invalid attribution record'
+                    WHEN kind = 'attribution' AND {keep} THEN 'attribution'
+                    WHEN kind = 'attribution' THEN 'out of range'
+                    WHEN kind IS NULL OR kind NOT IN ({kinds}) THEN 'unknown record kind'
+                    WHEN provider IS NULL OR model IS NULL OR ts IS NULL
+                        THEN 'invalid ' || kind || ' event'
+                    WHEN {keep} THEN 'call'
+                    ELSE 'out of range'
+                END AS class
+            FROM rows
+        ), calls AS (
+            SELECT class, {keys},
+                CASE WHEN {call} THEN provider END AS provider,
+                CASE WHEN {call} THEN model END AS model,
+                CASE WHEN {call} THEN split_part(kind, '_', 1) END AS operation,
+                CASE
+                    WHEN NOT {call} THEN NULL
+                    WHEN kind IN ('embedding', 'rerank') THEN 'succeeded'
+                    WHEN estimated_usage IS NOT NULL THEN 'estimated'
+                    ELSE 'failed'
+                END AS outcome,
+                CASE WHEN kind IN ('embedding', 'rerank') THEN usage ELSE estimated_usage END
+                    AS figures,
+                CASE WHEN {call} THEN {_window_of(windows)} END AS price_window,
+                CASE WHEN {call} AND kind LIKE '%_failed' THEN error_category END AS category,
+                CASE WHEN {call} AND kind LIKE '%_failed' THEN error_type END AS error,
+                CASE WHEN {call} AND kind LIKE '%_failed' THEN try_cast(status_code AS INTEGER)
+                    END AS status,
+                {cost_columns}, ts
+            FROM classified
+        ), measured AS (
+            SELECT *,
+                {call} AND figures IS NOT NULL AS reported,
+                CASE WHEN {call} THEN coalesce(figures.input_tokens, 0) ELSE 0 END AS tokens,
+                CASE WHEN {call} THEN coalesce(figures.search_units, 0) ELSE 0 END AS units
+            FROM calls
+        )
+        SELECT class, {", ".join(f"k{i}" for i in range(width))}, provider, model, operation,
+            outcome,
+            reported, tokens > 0 AS has_tokens, units > 0 AS has_units, price_window,
+            category, error, status, cost_status, cost_currency, cost_code, cost_amount,
+            count(*) AS lines, sum(tokens) AS tokens, sum(units) AS units, min(ts) AS first_at,
+            count(*) FILTER (WHERE {call}) AS calls
+        FROM measured
+        GROUP BY ALL
+    """
+
+
+def _group(row: tuple[Any, ...], width: int) -> CallGroup:
+    size = max(width, 1)
+    keys = tuple("" if value is None else str(value) for value in row[:size])
+    (
+        provider,
+        model,
+        operation,
+        outcome,
+        reported,
+        category,
+        error,
+        status,
+        cost_status,
+        cost_currency,
+        cost_code,
+        cost_amount,
+        calls,
+        tokens,
+        units,
+        first_at,
+    ) = row[size:]
+    recorded = cost_status is not None or cost_amount is not None
+    return CallGroup(
+        keys=keys if width else (),
+        provider=provider,
+        model=model,
+        operation=operation,
+        outcome=outcome,
+        usage_reported=bool(reported),
+        calls=int(calls),
+        input_tokens=int(tokens),
+        search_units=int(units),
+        first_at=first_at,
+        failure=(category, error, status),
+        cost=(cost_status, cost_currency, cost_code, cost_amount) if recorded else None,
+    )
+
+
+def _attribution(
+    connection: Any, files: Sequence[Path], since: datetime | None, until: datetime | None
+) -> AttributionFigures:
+    """Each request's latest attribution record (by its ``at``), aggregated: a second scan,
+    reading only the attribution columns."""
+    bands = ", ".join(
+        f"count(*) FILTER (WHERE share >= {low} AND (share < {high}"
+        + (" OR share = 1.0" if high == 1.0 else "")
+        + "))"
+        for low, high in _SHARE_BANDS
+    )
+    known = "complete AND spend IS NOT NULL"
+    [row] = connection.execute(
+        f"""
+        WITH records AS (
+            SELECT request_id, try_cast("at" AS TIMESTAMPTZ) AS ts,
+                {{
+                    'rendered': try_cast(rendered_tokens AS BIGINT),
+                    'cited': try_cast(cited_tokens AS BIGINT),
+                    'share': try_cast(cited_token_share AS DOUBLE),
+                    'reconcilable': try_cast(reconcilable AS BOOLEAN),
+                    'spend': spend,
+                    'currency': currency,
+                    'complete': try_cast(spend_complete AS BOOLEAN)
+                }} AS record
+            FROM {_source(_ATTRIBUTION_COLUMNS)}
+            WHERE schema = 1 AND kind = 'attribution' AND request_id IS NOT NULL
+        ), latest AS (
+            SELECT request_id AS request, unnest(arg_max(record, ts))
+            FROM records WHERE {_range(since, until)} GROUP BY request_id
+        ), measured AS (
+            SELECT * REPLACE (try_cast(spend AS DECIMAL(38, 24)) AS spend) FROM latest
+        )
+        SELECT count(*), count(share), avg(share), median(share), {bands},
+            sum(spend) FILTER (WHERE {known}),
+            sum(cited) FILTER (WHERE {known}),
+            list(DISTINCT currency) FILTER (WHERE {known} AND currency IS NOT NULL),
+            count(*) FILTER (WHERE NOT ({known})),
+            count(*) FILTER (WHERE rendered > 0 AND cited = 0),
+            list(request ORDER BY request) FILTER (WHERE rendered > 0 AND cited = 0)[1:10],
+            count(*) FILTER (WHERE NOT reconcilable),
+            list(request ORDER BY request) FILTER (WHERE NOT reconcilable)[1:10]
+        FROM measured
+        """,
+        _parameters(files, since, until),
+    ).fetchall()
+    (requests, with_share, mean, median, *rest) = row
+    band_counts, rest = rest[: len(_SHARE_BANDS)], rest[len(_SHARE_BANDS) :]
+    spend, cited, currencies, unknown, nothing, nothing_ids, unrec, unrec_ids = rest
+    return AttributionFigures(
+        requests=int(requests),
+        with_share=int(with_share),
+        mean_share=mean,
+        median_share=median,
+        bands={
+            f"{low:.0%}-{high:.0%}": int(count)
+            for (low, high), count in zip(_SHARE_BANDS, band_counts, strict=True)
+        },
+        spend=Decimal(str(spend)) if spend is not None else Decimal(0),
+        cited_tokens=int(cited or 0),
+        currencies=tuple(sorted(currencies or ())),
+        unknown_spend=int(unknown),
+        earned_nothing=int(nothing),
+        earned_nothing_examples=tuple(nothing_ids or ()),
+        unreconcilable=int(unrec),
+        unreconcilable_examples=tuple(unrec_ids or ()),
+    )
+
+
+def _count_lines(files: Sequence[Path]) -> int:
+    """Lines in ``files``; a last line without its newline counts."""
+    lines = 0
+    for path in files:
+        last = b"\n"
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 22):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+        lines += last != b"\n"
+    return lines
+
+
+def _count_blank_lines(files: Sequence[Path]) -> int:
+    """Empty lines in ``files`` (skipped by the reader, and not problems)."""
+    blank = 0
+    for path in files:
+        previous = b"\n"  # a file starts at the start of a line
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 22):
+                blank += chunk.count(b"\n\n") + (previous == b"\n" and chunk[:1] == b"\n")
+                previous = chunk[-1:]
+    return blank
