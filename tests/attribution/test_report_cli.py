@@ -233,8 +233,8 @@ def test_json_keeps_the_spend_report_next_to_the_attribution(
 
     assert status == 0
     assert "attribution" in data
-    assert data["unreadable_lines"] == []
-    assert set(data) - {"attribution", "unreadable_lines"}  # the spend report is still there
+    assert data["skipped_lines"] == {}
+    assert set(data) - {"attribution", "skipped_lines"}  # the spend report is still there
     assert SENTINEL not in out
 
 
@@ -263,6 +263,9 @@ def test_text_report_prints_share_distribution_rate_and_idle_context(
 
 
 # --------------------------------------------------------------------------- hand-made logs
+
+
+LATER = datetime(2025, 6, 15, 12, 5, tzinfo=UTC)
 
 
 def record(request_id: str, **fields: Any) -> AttributionRecord:
@@ -340,7 +343,7 @@ def test_unreconcilable_requests_are_named(
             record("fine", tokens=(1, 2)),
             record("broken", tokens=(1, 2), reconcilable=False, problems=["kb/9 was never served"]),
             record("fixed", tokens=(1, 2), reconcilable=False),
-            record("fixed", tokens=(1, 2)),  # the last record wins
+            record("fixed", tokens=(1, 2), at=LATER),  # the latest record wins
         ],
     )
 
@@ -355,14 +358,15 @@ def test_a_log_without_records_says_so(capsys: pytest.CaptureFixture[str], tmp_p
     path = tmp_path / "events.jsonl"
     path.write_text("", encoding="utf-8")
 
-    data = attribution_json(capsys, path)
+    status, out = run(capsys, str(path), "--json")
+    data = json.loads(out)["attribution"]
     status, out = run(capsys, str(path))
 
     assert data["requests"] == 0
     assert data["mean_cited_token_share"] is None
     assert data["spend_per_cited_token"] is None
     assert data["rendered_context_earned_nothing"] == []
-    assert status == 0
+    assert status == 1  # nothing readable: the report says so, and fails
     assert "attribution: no request reports in the log" in out
 
 

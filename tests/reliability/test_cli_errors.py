@@ -131,7 +131,7 @@ def test_an_unexpected_exception_is_named_by_type_only() -> None:
         def broken(*args, **kwargs):
             raise RuntimeError({SECRET!r})
 
-        spanledger.reporting.build_spend_report = broken
+        spanledger.reporting.log_files = broken
         raise SystemExit(main(sys.argv[1:]))
         """
     )

@@ -70,7 +70,7 @@ class FleetReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "calls": self.calls,
+            "events": self.calls,
             "by": list(self.by),
             "status_counts": self.status_counts(),
             "spend": {currency: str(amount) for currency, amount in self.spend().items()},
@@ -206,6 +206,16 @@ def _recorded(group: CallGroup) -> CostLine:
     return CostLine(known, total, currency, None, reason)
 
 
+_LISTED = 20
+
+
+def _some(requests: Sequence[str]) -> str:
+    """The first request ids, and how many more there are (a fleet's list can be long)."""
+    shown = ", ".join(requests[:_LISTED])
+    more = len(requests) - _LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
 def _money(amount: Decimal) -> str:
     """The exact amount, never rounded away: a priced call must not print as free."""
     return f"{amount.normalize():f}" if amount else "0"
@@ -222,10 +232,8 @@ def _attribution_json(figures: AttributionFigures) -> dict[str, Any]:
         "spend_per_cited_token": str(per_token) if per_token is not None else None,
         "currency": currency,
         "requests_with_unknown_spend": figures.unknown_spend,
-        "rendered_context_earned_nothing": figures.earned_nothing,
-        "earned_nothing_examples": list(figures.earned_nothing_examples),
-        "unreconcilable_requests": figures.unreconcilable,
-        "unreconcilable_examples": list(figures.unreconcilable_examples),
+        "rendered_context_earned_nothing": list(figures.earned_nothing),
+        "unreconcilable_requests": list(figures.unreconcilable),
     }
 
 
@@ -260,15 +268,7 @@ def _attribution_text(figures: AttributionFigures) -> str:
         why = f"{left_out} requests with unknown spend" if left_out else "nothing was cited"
         lines.append(f"  spend per cited token: n/a ({why})")
     if figures.earned_nothing:
-        examples = ", ".join(figures.earned_nothing_examples)
-        more = f" and {figures.earned_nothing - len(figures.earned_nothing_examples)} more"
-        lines.append(
-            f"  rendered context earned nothing in {figures.earned_nothing} requests: {examples}"
-            + (more if figures.earned_nothing > len(figures.earned_nothing_examples) else "")
-        )
+        lines.append("  rendered context earned nothing in: " + _some(figures.earned_nothing))
     if figures.unreconcilable:
-        lines.append(
-            f"  not reconcilable: {figures.unreconcilable} requests "
-            f"({', '.join(figures.unreconcilable_examples)})"
-        )
+        lines.append("  not reconcilable: " + _some(figures.unreconcilable))
     return "\n".join(lines)

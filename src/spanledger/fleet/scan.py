@@ -90,10 +90,8 @@ class AttributionFigures:
     cited_tokens: int = 0
     currencies: tuple[str, ...] = ()
     unknown_spend: int = 0
-    earned_nothing: int = 0
-    earned_nothing_examples: tuple[str, ...] = ()
-    unreconcilable: int = 0
-    unreconcilable_examples: tuple[str, ...] = ()
+    earned_nothing: tuple[str, ...] = ()
+    unreconcilable: tuple[str, ...] = ()
 
 
 @dataclass
@@ -394,16 +392,16 @@ def _attribution(
             list(DISTINCT currency) FILTER (WHERE {known} AND currency IS NOT NULL),
             count(*) FILTER (WHERE NOT ({known})),
             count(*) FILTER (WHERE rendered > 0 AND cited = 0),
-            list(request ORDER BY request) FILTER (WHERE rendered > 0 AND cited = 0)[1:10],
+            list(request ORDER BY request) FILTER (WHERE rendered > 0 AND cited = 0),
             count(*) FILTER (WHERE NOT reconcilable),
-            list(request ORDER BY request) FILTER (WHERE NOT reconcilable)[1:10]
+            list(request ORDER BY request) FILTER (WHERE NOT reconcilable)
         FROM measured
         """,
         _parameters(files, since, until),
     ).fetchall()
     (requests, with_share, mean, median, *rest) = row
     band_counts, rest = rest[: len(_SHARE_BANDS)], rest[len(_SHARE_BANDS) :]
-    spend, cited, currencies, unknown, nothing, nothing_ids, unrec, unrec_ids = rest
+    spend, cited, currencies, unknown, _, nothing_ids, _, unrec_ids = rest
     return AttributionFigures(
         requests=int(requests),
         with_share=int(with_share),
@@ -417,10 +415,8 @@ def _attribution(
         cited_tokens=int(cited or 0),
         currencies=tuple(sorted(currencies or ())),
         unknown_spend=int(unknown),
-        earned_nothing=int(nothing),
-        earned_nothing_examples=tuple(nothing_ids or ()),
-        unreconcilable=int(unrec),
-        unreconcilable_examples=tuple(unrec_ids or ()),
+        earned_nothing=tuple(nothing_ids or ()),
+        unreconcilable=tuple(unrec_ids or ()),
     )
 
 

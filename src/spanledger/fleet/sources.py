@@ -3,7 +3,9 @@ included) and glob patterns, each named by the caller."""
 
 from __future__ import annotations
 
+import errno
 import glob
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -16,7 +18,8 @@ _GLOB_CHARACTERS = frozenset("*?[")
 
 def log_files(specs: Iterable[str | Path]) -> list[Path]:
     """The event-log files ``specs`` name, in name order (rotated files sort by time), each
-    once. A spec that names nothing readable raises ``ConfigurationError`` naming it."""
+    once. A path that does not exist raises ``FileNotFoundError``; a pattern or directory
+    holding no log raises ``ConfigurationError`` naming it."""
     found: dict[Path, None] = {}
     for spec in specs:
         text = str(spec)
@@ -32,7 +35,7 @@ def log_files(specs: Iterable[str | Path]) -> list[Path]:
         elif Path(text).is_file():
             files = [Path(text)]
         else:
-            raise ConfigurationError(f"{text}: no such file or directory")
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), text)
         for path in files:
             found.setdefault(path.resolve(), None)
     return sorted(found, key=lambda path: (path.parent, path.name))
