@@ -129,7 +129,7 @@ def report_json(log: Path, *options: str, capsys: pytest.CaptureFixture[str]) ->
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(batch=st.lists(events(), min_size=1, max_size=60))
+@given(batch=st.lists(events(), min_size=10, max_size=80))
 def test_the_reports_totals_equal_pricing_each_event_in_process(
     batch: list[Event], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -190,3 +190,20 @@ PRICES_FILE = {
         for e in PRICES.entries
     ],
 }
+
+
+def test_calls_either_side_of_a_price_change_are_priced_by_their_own_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = embedding_event("small", tokens=1000, started_at=CHANGE - timedelta(seconds=1))
+    after = embedding_event("small", tokens=1000, started_at=CHANGE)
+    log = tmp_path / "events.jsonl"
+    prices = tmp_path / "prices.json"
+    log.write_bytes(event_line(before) + event_line(after))
+    prices.write_text(json.dumps(PRICES_FILE))
+
+    fleet = report_json(log, "--prices", str(prices), capsys=capsys)
+
+    # 1000 tokens at 0.02 per million, then 1000 at 0.013 plus 0.0000007 per request
+    assert fleet["spend"] == {"USD": "0.000033700"}
+    assert rows(fleet) == rows(build_spend_report([before, after], Ledger(PRICES)).to_json())
