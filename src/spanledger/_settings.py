@@ -254,14 +254,16 @@ def writable_event_log(path: str | PathLike[str], *, named: str) -> Path:
     return event_log_path(Value(named, path))
 
 
-def event_log_path(value: Value) -> Path:
-    """A file the event log can be appended to (or created in a writable directory)."""
+def event_log_path(value: Value, *, directory: bool = False) -> Path:
+    """A file the event log can be appended to (or created in a writable directory); with
+    ``directory``, a writable directory (where each process writes files of its own) will do
+    too."""
     raw = value.raw
     if not isinstance(raw, str | PathLike) or "\x00" in os.fsdecode(raw):
         raise ConfigurationError(f"{value.source} must be a file path, not {brief_repr(raw)}")
     path = Path(os.fsdecode(raw))
     try:
-        problem = _event_log_problem(path)
+        problem = _event_log_problem(path, directory)
     except OSError as error:
         problem = f"cannot be checked ({error.strerror or type(error).__name__})"
     if problem is not None:
@@ -269,9 +271,11 @@ def event_log_path(value: Value) -> Path:
     return path
 
 
-def _event_log_problem(path: Path) -> str | None:
+def _event_log_problem(path: Path, directory: bool) -> str | None:
     if path.is_dir():
-        return "is a directory, not a file to append events to"
+        if not directory:
+            return "is a directory, not a file to append events to"
+        return None if os.access(path, os.W_OK | os.X_OK) else "is a directory that is not writable"
     if path.exists():
         return None if os.access(path, os.W_OK) else "is not writable"
     ancestor = path.parent

@@ -14,7 +14,6 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from os import PathLike
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spanledger import _settings as settings
@@ -54,7 +53,8 @@ def configure(
 ) -> Recorder:
     """Build a recorder from arguments and the environment, and make it the process default.
 
-    - ``events_path`` / ``SPANLEDGER_EVENTS``: the JSONL event log.
+    - ``events_path`` / ``SPANLEDGER_EVENTS``: the JSONL event log, or a directory where each
+      process writes rotated files of its own.
     - ``tracer_provider`` / ``meter_provider``: render spans and metrics through these; else an
       OTLP endpoint (``otlp_endpoint``, or the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
       ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and the other ``OTEL_EXPORTER_OTLP_*`` variables)
@@ -120,9 +120,14 @@ class _LangfuseKeys:
         return f"_LangfuseKeys(public_key=..., secret_key=..., host={self.host!r})"
 
 
-def _events_setting(argument: object, env: Mapping[str, str]) -> Path | None:
+def _events_setting(argument: object, env: Mapping[str, str]) -> str | None:
+    """The event log's path; one ending in a separator names a directory, made if need be."""
     value = settings.pick(argument, "events_path", env, "SPANLEDGER_EVENTS")
-    return settings.event_log_path(value) if value is not None else None
+    if value is None:
+        return None
+    path = str(settings.event_log_path(value, directory=True))
+    named_a_directory = os.fsdecode(value.raw).endswith(("/", os.sep))  # type: ignore[arg-type]
+    return path + os.sep if named_a_directory else path
 
 
 def _otel_setting(
@@ -246,7 +251,7 @@ def _shutdown_setting(argument: object, env: Mapping[str, str]) -> float:
 class _Plan:
     """Every setting in effect, read and checked, before anything is built."""
 
-    events: Path | None
+    events: str | None
     providers: tuple[TracerProvider | None, MeterProvider | None] | None
     otel: _OtelSetting | None
     langfuse_client: Langfuse | None
@@ -276,7 +281,7 @@ def _build_sinks(plan: _Plan, built: list[SinkLike]) -> None:
         built.append(ConsoleSink())
 
 
-def _open_event_log(path: Path) -> JsonlSink:
+def _open_event_log(path: str) -> JsonlSink:
     try:
         return JsonlSink(path)
     except OSError as error:

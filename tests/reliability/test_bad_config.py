@@ -179,7 +179,8 @@ BAD_VARIABLES: list[tuple[str, dict[str, str], str, str | None]] = [
     ("console-unknown", {"SPANLEDGER_CONSOLE": "maybe"}, "SPANLEDGER_CONSOLE", None),
     ("prices-missing", {"SPANLEDGER_PRICES": "/nonexistent/prices.toml"},
      "SPANLEDGER_PRICES", None),
-    ("events-directory", {"SPANLEDGER_EVENTS": "/"}, "SPANLEDGER_EVENTS", None),
+    ("events-under-a-file", {"SPANLEDGER_EVENTS": "/dev/null/events/"}, "SPANLEDGER_EVENTS",
+     None),
     ("events-nul", {"SPANLEDGER_EVENTS": "events\x00.jsonl"}, "SPANLEDGER_EVENTS", None),
     ("langfuse-public-only", {"LANGFUSE_SECRET_KEY": ""}, "LANGFUSE_SECRET_KEY", PUBLIC),
     ("langfuse-secret-only", {"LANGFUSE_PUBLIC_KEY": ""}, "LANGFUSE_PUBLIC_KEY", SECRET),
@@ -316,19 +317,17 @@ def test_an_unusable_price_table_names_the_variable_and_the_file(
     assert "prices[0] (p/m): field 'per_request'" in message
 
 
-@pytest.mark.parametrize("make", ["directory", "under-a-file", "unwritable"])
+@pytest.mark.parametrize("make", ["unwritable-directory", "under-a-file", "unwritable"])
 def test_an_event_log_that_cannot_be_written_names_the_variable(
     builds: Builds, tmp_path: Path, make: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if make == "directory":
-        path = tmp_path
-    elif make == "under-a-file":
+    if make == "under-a-file":
         (tmp_path / "plain").write_text("x")
         path = tmp_path / "plain" / "logs" / "events.jsonl"
     else:
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
-        path = locked / "events.jsonl"
+        path = locked if make == "unwritable-directory" else locked / "events.jsonl"
         if (
             os.geteuid() == 0
         ):  # root writes anywhere: let the permission check see what a user would
@@ -354,7 +353,7 @@ def test_an_event_log_that_cannot_be_written_names_the_variable(
         ({"console": 1}, "configure(console=...)"),
         ({"shutdown_timeout": 0}, "configure(shutdown_timeout=...)"),
         ({"shutdown_timeout": float("nan")}, "configure(shutdown_timeout=...)"),
-        ({"events_path": "/"}, "configure(events_path=...)"),
+        ({"events_path": "/dev/null/logs/"}, "configure(events_path=...)"),
         ({"prices": 42}, "configure(prices=...)"),
         ({"prices": "/nonexistent/prices.toml"}, "configure(prices=...)"),
         ({"langfuse": "yes"}, "configure(langfuse=...)"),
