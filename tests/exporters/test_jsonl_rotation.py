@@ -11,6 +11,7 @@ import re
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def event(number: int, prefix: str = "call") -> EmbeddingEvent:
 
 def call_ids(files: list[Path]) -> list[str]:
     """Every call id in ``files``; each line must be a whole event."""
-    found = []
+    found: list[str] = []
     for path in files:
         log = read_events(path)
         assert log.problems == [], path
@@ -133,7 +134,7 @@ def test_processes_rotating_one_shared_file_lose_and_repeat_nothing(tmp_path: Pa
         for number in range(300):
             sink.emit(event(number, name))
 
-    pids = [fork(lambda name=f"w{i}": write(name)) for i in range(writers)]
+    pids = [fork(partial(write, f"w{i}")) for i in range(writers)]
     write("parent")
     assert [outcome(pid) for pid in pids] == [0] * writers
     sink.shutdown()
