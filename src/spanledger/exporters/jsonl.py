@@ -35,7 +35,9 @@ DEFAULT_MAX_BYTES = 64 * 2**20
 DEFAULT_MAX_AGE = timedelta(days=1)
 """...or once they have been written to for this long."""
 
-_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+"""Read as well as append: the last byte is read through the descriptor itself, since another
+process may rename the file by then."""
 
 
 class _Default(Enum):
@@ -122,12 +124,8 @@ class JsonlSink:
 
     def _end_torn_line(self) -> None:
         size = os.fstat(self._fd).st_size
-        if size == 0:
-            return
-        with self._current.open("rb") as log:
-            log.seek(size - 1)
-            if log.read(1) != b"\n":
-                self._write(b"\n")
+        if size and os.pread(self._fd, 1, size - 1) != b"\n":
+            self._write(b"\n")
 
     def emit(self, event: Event) -> None:
         self._append(event_line(event))
@@ -170,11 +168,20 @@ class JsonlSink:
             except FileNotFoundError:
                 ours = False  # renamed by another writer, not yet started again
             if ours:
-                rotated = self.path.with_name(f"{self.path.stem}.{_stamp()}{self.path.suffix}")
-                os.rename(self.path, rotated)
+                os.rename(self.path, self._free_name())
         finally:
             if fcntl is not None:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _free_name(self) -> Path:
+        """A name for the full file that no file has (a rename would replace one)."""
+        stamp = _stamp()
+        for attempt in range(100):
+            extra = f"-{attempt}" if attempt else ""
+            name = self.path.with_name(f"{self.path.stem}.{stamp}{extra}{self.path.suffix}")
+            if not name.exists():
+                return name
+        raise FileExistsError(f"no free name to rotate {self.path} to")
 
     def _start_own_file(self) -> None:
         """In a forked child: leave the parent's file to the parent; the next line starts a
