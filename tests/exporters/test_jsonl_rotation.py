@@ -24,7 +24,7 @@ from spanledger.reporting import run_report
 from tests.forking import fork, outcome
 
 DIRECTORY_FILE = re.compile(r"events-\d{8}T\d{12}Z-.+-(\d+)(?:-\d+)?\.jsonl")
-ROTATED_FILE = re.compile(r"events\.\d{8}T\d{12}Z\.jsonl")
+ROTATED_FILE = re.compile(r"events\.\d{8}T\d{12}Z(?:-\d+)?\.jsonl")
 
 
 def event(number: int, prefix: str = "call") -> EmbeddingEvent:
