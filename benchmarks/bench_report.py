@@ -183,7 +183,8 @@ def main() -> int:
     sizes = [int(arg) for arg in sys.argv[1:]] or [1_000_000]
     print("spanledger report against DuckDB's bare group-by over the same file, same run")
     print(
-        f"{'events':>10} {'MB':>7} {'bare':>7} {'report':>7} {'ratio':>6} {'us/event':>9} {'peak RSS':>9}"
+        f"{'events':>10} {'MB':>7} {'bare':>7} {'report':>7} {'ratio':>6} {'us/event':>9} "
+        f"{'peak RSS':>9}"
     )
     with tempfile.TemporaryDirectory() as folder:
         for size in sizes:

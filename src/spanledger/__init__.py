@@ -5,7 +5,7 @@ from spanledger._version import __version__
 from spanledger.attribution import RequestScope, current_request, request
 from spanledger.configure import configure
 from spanledger.errors import ConfigurationError, ErrorCategory, Fingerprint, ProviderError
-from spanledger.eventlog import EventLog, LogProblem, read_events
+from spanledger.eventlog import EventLog, LogProblem, iter_events, read_events
 from spanledger.events import (
     CallStarted,
     EmbeddingEvent,
@@ -53,6 +53,7 @@ __all__ = [
     "get_recorder",
     "instrument",
     "instrumentation",
+    "iter_events",
     "read_events",
     "record_embedding",
     "record_rerank",

@@ -7,7 +7,7 @@ line and reports each bad one by line number (never by content: lines may hold p
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -31,6 +31,8 @@ __all__ = [
     "LogProblem",
     "encode_event",
     "event_line",
+    "iter_events",
+    "iter_records",
     "read_events",
 ]
 
@@ -94,28 +96,55 @@ class EventLog:
 
 
 def read_events(path: str | PathLike[str]) -> EventLog:
-    """Read an event log. A corrupt line is reported and skipped; the rest is kept.
+    """Read an event log whole. A corrupt line is reported and skipped; the rest is kept.
 
     A last line without its newline is the mark of a writer that stopped mid-line (a crash):
-    it is reported as truncated, and ``truncated_tail`` is set.
+    it is reported as truncated, and ``truncated_tail`` is set. For a log too large to hold,
+    ``iter_events`` streams it; ``spanledger report`` reads many logs with bounded memory.
     """
     log = EventLog()
+    for record in iter_records(path, log.problems.append):
+        if isinstance(record, AttributionRecord):
+            log.attributions.append(record)
+        else:
+            log.events.append(record)
+    log.truncated_tail = any(problem.reason == _TRUNCATED for problem in log.problems[-1:])
+    return log
+
+
+def iter_events(
+    path: str | PathLike[str], on_problem: Callable[[LogProblem], None] | None = None
+) -> Iterator[Event]:
+    """The events of a log one at a time, in file order, holding one line in memory; each
+    line that is not an event is handed to ``on_problem`` (attribution records are skipped:
+    ``iter_records`` yields them too)."""
+    for record in iter_records(path, on_problem):
+        if not isinstance(record, AttributionRecord):
+            yield record
+
+
+def iter_records(
+    path: str | PathLike[str], on_problem: Callable[[LogProblem], None] | None = None
+) -> Iterator[Event | AttributionRecord]:
+    """Events and attribution records, one at a time, as ``iter_events``."""
     with Path(path).open("rb") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            complete = line.endswith(b"\n")
-            problem = _decode_line(line, log)
-            if problem is None:
+            decoded = _decode_line(line)
+            if not isinstance(decoded, str):
+                yield decoded
                 continue
-            if not complete:
-                log.truncated_tail = True
-                problem = "truncated last line (the writer stopped mid-line)"
-            log.problems.append(LogProblem(number, problem))
-    return log
+            if on_problem is not None:
+                complete = line.endswith(b"\n")
+                on_problem(LogProblem(number, decoded if complete else _TRUNCATED))
 
 
-def _decode_line(line: bytes, log: EventLog) -> str | None:
+_TRUNCATED = "truncated last line (the writer stopped mid-line)"
+
+
+def _decode_line(line: bytes) -> Event | AttributionRecord | str:
+    """The line's event or record, or why it is neither."""
     try:
         data: Any = json.loads(line)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -130,19 +159,17 @@ def _decode_line(line: bytes, log: EventLog) -> str | None:
     kind = data.get("kind")
     if kind == "attribution":
         try:
-            log.attributions.append(AttributionRecord.model_validate(data))
+            return AttributionRecord.model_validate(data)
         except ValidationError:
             return "invalid attribution record"
-        return None
     if type(kind) is not str or kind not in _EVENT_KINDS:
         return "unknown record kind"
     try:
-        log.events.append(_EVENT_ADAPTER.validate_python(data))
+        return _EVENT_ADAPTER.validate_python(data)
     except ValidationError as exc:
         return f"invalid {kind} event (fields: {', '.join(_field_names(kind, exc))})"
     except RecursionError:
         return f"invalid {kind} event (nested too deeply)"
-    return None
 
 
 def _field_names(kind: str, exc: ValidationError) -> list[str]:
