@@ -9,7 +9,7 @@ they may hold payload.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,7 +17,17 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["AttributionFigures", "CallGroup", "Scan", "scan_logs"]
+__all__ = [
+    "AttributionFigures",
+    "CallGroup",
+    "Scan",
+    "connect",
+    "in_range",
+    "parameters",
+    "record_class",
+    "scan_logs",
+    "source",
+]
 
 Grouping = Literal["provider", "model", "day", "request"]
 Outcome = Literal["succeeded", "estimated", "failed"]
@@ -105,7 +115,7 @@ class Scan:
     attribution: AttributionFigures
 
 
-def _connect(memory_limit: str) -> Any:
+def connect(memory_limit: str) -> Any:
     import duckdb
 
     connection = duckdb.connect(
@@ -119,11 +129,12 @@ def _connect(memory_limit: str) -> Any:
     return connection
 
 
-def _source(names: Sequence[str]) -> str:
-    """The files (the ``$files`` parameter) read for the columns ``names``."""
-    columns = ", ".join(f"'{name}': '{_COLUMNS[name]}'" for name in names)
+def source(columns: Mapping[str, str]) -> str:
+    """The files (the ``$files`` parameter) read as rows of ``columns`` (name: DuckDB type);
+    a line that cannot be read so is left out (and counted by the line count)."""
+    listed = ", ".join(f"'{name}': '{kind}'" for name, kind in columns.items())
     return (
-        f"read_json($files, format='newline_delimited', columns={{{columns}}}, "
+        f"read_json($files, format='newline_delimited', columns={{{listed}}}, "
         "ignore_errors=true, maximum_object_size=1048576)"
     )
 
@@ -141,7 +152,7 @@ def scan_logs(
     """Scan ``files`` once for calls (grouped by ``by`` and for pricing: ``windows`` are the
     price table's validity boundaries) and once more for attribution records, if any.
     ``recorded_costs``: group by the cost line each event carries instead."""
-    connection = _connect(memory_limit)
+    connection = connect(memory_limit)
     try:
         return _scan(connection, files, by, since, until, windows, recorded_costs)
     finally:
@@ -156,7 +167,7 @@ def _window_of(windows: int) -> str:
     return "(" + " + ".join(f"(ts >= $window_{i})::INTEGER" for i in range(windows)) + ")"
 
 
-def _range(since: datetime | None, until: datetime | None) -> str:
+def in_range(since: datetime | None, until: datetime | None) -> str:
     """The SQL keeping what started in [``$since``, ``$until``)."""
     kept = ["ts IS NOT NULL"]
     if since is not None:
@@ -166,7 +177,7 @@ def _range(since: datetime | None, until: datetime | None) -> str:
     return " AND ".join(kept)
 
 
-def _parameters(
+def parameters(
     files: Sequence[Path], since: datetime | None, until: datetime | None, **more: object
 ) -> dict[str, object]:
     named: dict[str, object] = {"files": [str(path) for path in files], **more}
@@ -192,7 +203,7 @@ def _scan(
         counted_lines = counter.submit(_count_lines, files)
         connection.execute(
             _grouping_query(by, since, until, len(boundaries), recorded_costs),
-            _parameters(files, since, until, **moments),
+            parameters(files, since, until, **moments),
         )
         lines = counted_lines.result()
     width = max(len(by), 1)
@@ -229,6 +240,26 @@ def _scan(
 _NOT_PROBLEMS = frozenset({"call", "attribution", "out of range"})
 
 
+def record_class(keep: str) -> str:
+    """The SQL naming what a row is: ``'call'``, ``'attribution'``, ``'out of range'`` (not
+    kept by ``keep``), or the reason it is skipped. Rows need ``schema``, ``kind``,
+    ``provider``, ``model``, ``request_id`` and ``ts`` (the call's start, the record's time)."""
+    kinds = ", ".join(f"'{kind}'" for kind in _EVENT_KINDS)
+    return f"""CASE
+            WHEN schema IS NULL THEN 'no schema version'
+            WHEN schema <> 1 THEN 'unsupported schema version'
+            WHEN kind = 'attribution' AND (request_id IS NULL OR ts IS NULL)
+                THEN 'invalid attribution record'
+            WHEN kind = 'attribution' AND {keep} THEN 'attribution'
+            WHEN kind = 'attribution' THEN 'out of range'
+            WHEN kind IS NULL OR kind NOT IN ({kinds}) THEN 'unknown record kind'
+            WHEN provider IS NULL OR model IS NULL OR ts IS NULL
+                THEN 'invalid ' || kind || ' event'
+            WHEN {keep} THEN 'call'
+            ELSE 'out of range'
+        END"""
+
+
 def _grouping_query(
     by: Sequence[Grouping],
     since: datetime | None,
@@ -238,8 +269,7 @@ def _grouping_query(
 ) -> str:
     """The scan: every line classified and the calls grouped for pricing, into the temporary
     table ``grouped``."""
-    kinds = ", ".join(f"'{kind}'" for kind in _EVENT_KINDS)
-    keep = _range(since, until)
+    keep = in_range(since, until)
     call = "class = 'call'"
     keys = (
         ", ".join(
@@ -260,23 +290,9 @@ def _grouping_query(
             SELECT *,
                 CASE WHEN kind = 'attribution' THEN try_cast("at" AS TIMESTAMPTZ)
                     ELSE try_cast(started_at AS TIMESTAMPTZ) END AS ts
-            FROM {_source(_CALL_COLUMNS)}
+            FROM {source({name: _COLUMNS[name] for name in _CALL_COLUMNS})}
         ), classified AS (
-            SELECT *,
-                CASE
-                    WHEN schema IS NULL THEN 'no schema version'
-                    WHEN schema <> 1 THEN 'unsupported schema version'
-                    WHEN kind = 'attribution' AND (request_id IS NULL OR ts IS NULL)
-                        THEN 'invalid attribution record'
-                    WHEN kind = 'attribution' AND {keep} THEN 'attribution'
-                    WHEN kind = 'attribution' THEN 'out of range'
-                    WHEN kind IS NULL OR kind NOT IN ({kinds}) THEN 'unknown record kind'
-                    WHEN provider IS NULL OR model IS NULL OR ts IS NULL
-                        THEN 'invalid ' || kind || ' event'
-                    WHEN {keep} THEN 'call'
-                    ELSE 'out of range'
-                END AS class
-            FROM rows
+            SELECT *, {record_class(keep)} AS class FROM rows
         ), calls AS (
             SELECT class, {keys},
                 CASE WHEN {call} THEN provider END AS provider,
@@ -378,11 +394,11 @@ def _attribution(
                     'currency': currency,
                     'complete': try_cast(spend_complete AS BOOLEAN)
                 }} AS record
-            FROM {_source(_ATTRIBUTION_COLUMNS)}
+            FROM {source({name: _COLUMNS[name] for name in _ATTRIBUTION_COLUMNS})}
             WHERE schema = 1 AND kind = 'attribution' AND request_id IS NOT NULL
         ), latest AS (
             SELECT request_id AS request, unnest(arg_max(record, ts))
-            FROM records WHERE {_range(since, until)} GROUP BY request_id
+            FROM records WHERE {in_range(since, until)} GROUP BY request_id
         ), measured AS (
             SELECT * REPLACE (try_cast(spend AS DECIMAL(38, 24)) AS spend) FROM latest
         )
@@ -397,7 +413,7 @@ def _attribution(
             list(request ORDER BY request) FILTER (WHERE NOT reconcilable)
         FROM measured
         """,
-        _parameters(files, since, until),
+        parameters(files, since, until),
     ).fetchall()
     (requests, with_share, mean, median, *rest) = row
     band_counts, rest = rest[: len(_SHARE_BANDS)], rest[len(_SHARE_BANDS) :]
