@@ -56,6 +56,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--since", help="only calls started at or after (ISO date or time, UTC)")
     report.add_argument("--until", help="only calls started before (ISO date or time, UTC)")
+    export = commands.add_parser(
+        "export", help="event logs as Parquet, partitioned by day, for a warehouse"
+    )
+    export.add_argument("events", nargs="+", help="event logs: files, directories or glob patterns")
+    export.add_argument(
+        "--parquet", type=Path, required=True, help="a new or empty directory to write into"
+    )
+    export.add_argument("--since", help="only records at or after (ISO date or time, UTC)")
+    export.add_argument("--until", help="only records before (ISO date or time, UTC)")
     prices = commands.add_parser("prices", help="work with price tables")
     prices_commands = prices.add_subparsers(dest="prices_command", required=True)
     check = prices_commands.add_parser("check", help="validate a price table")
@@ -106,6 +115,18 @@ def _run(args: argparse.Namespace) -> int:
             as_json=args.json,
             as_csv=args.csv,
             by=groupings(args.by),
+            since=moment(args.since, "--since"),
+            until=moment(args.until, "--until"),
+            out=sys.stdout,
+            err=sys.stderr,
+        )
+    if args.command == "export":
+        from spanledger.fleet.options import moment
+        from spanledger.reporting import run_export
+
+        return run_export(
+            args.events,
+            args.parquet,
             since=moment(args.since, "--since"),
             until=moment(args.until, "--until"),
             out=sys.stdout,

@@ -18,7 +18,7 @@ from spanledger.fleet.sources import log_files
 from spanledger.ledger.prices import PriceTable, PriceTableError
 from spanledger.ledger.pricing import Ledger
 
-__all__ = ["run_prices_check", "run_report"]
+__all__ = ["run_export", "run_prices_check", "run_report"]
 
 
 def run_report(
@@ -56,12 +56,39 @@ def run_report(
     else:
         out.write(report.render() + "\n")
     warnings = err if err is not None else out
-    for reason, count in sorted(report.problems.items()):
-        warnings.write(f"skipped {count} line{'s' if count != 1 else ''}: {reason}\n")
+    _skipped(report.problems, warnings)
     if scan.events == 0 and scan.attribution.requests == 0:
         warnings.write(f"no readable event in {len(files)} file{'s' if len(files) != 1 else ''}\n")
         return 1
     return 0
+
+
+def run_export(
+    sources: Sequence[str | Path],
+    target: Path,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Write the logs ``sources`` name as Parquet under ``target``; 1 when nothing was read."""
+    from spanledger.fleet.export import export_parquet
+
+    files = log_files(list(sources))
+    with reading_progress(files, err):
+        done = export_parquet(files, target, since=since, until=until)
+    out.write(
+        f"exported {done.events} events and {done.attribution_records} attribution records "
+        f"over {done.days} day{'s' if done.days != 1 else ''} to {target}\n"
+    )
+    _skipped(done.problems, err)
+    return 0 if done.events or done.attribution_records else 1
+
+
+def _skipped(problems: dict[str, int], err: TextIO) -> None:
+    for reason, count in sorted(problems.items()):
+        err.write(f"skipped {count} line{'s' if count != 1 else ''}: {reason}\n")
 
 
 def run_prices_check(table_path: Path, *, stale_days: int, out: TextIO) -> int:

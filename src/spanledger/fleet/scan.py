@@ -22,6 +22,8 @@ __all__ = [
     "CallGroup",
     "Scan",
     "connect",
+    "count_blank_lines",
+    "count_lines",
     "in_range",
     "parameters",
     "record_class",
@@ -200,7 +202,7 @@ def _scan(
     boundaries = sorted(set(windows))
     moments = {f"window_{i}": moment for i, moment in enumerate(boundaries)}
     with ThreadPoolExecutor(1) as counter:  # counting lines overlaps DuckDB's scan
-        counted_lines = counter.submit(_count_lines, files)
+        counted_lines = counter.submit(count_lines, files)
         connection.execute(
             _grouping_query(by, since, until, len(boundaries), recorded_costs),
             parameters(files, since, until, **moments),
@@ -225,7 +227,7 @@ def _scan(
     }
     read = sum(classes.values())
     problems = {name: n for name, n in classes.items() if name not in _NOT_PROBLEMS}
-    blank = _count_blank_lines(files) if lines > read else 0  # rare: only then look for them
+    blank = count_blank_lines(files) if lines > read else 0  # rare: only then look for them
     if lines - blank > read:
         problems["not a readable JSON record"] = lines - blank - read
     events = classes.get("call", 0) + classes.get("out of range", 0)
@@ -436,7 +438,7 @@ def _attribution(
     )
 
 
-def _count_lines(files: Sequence[Path]) -> int:
+def count_lines(files: Sequence[Path]) -> int:
     """Lines in ``files``; a last line without its newline counts."""
     lines = 0
     for path in files:
@@ -449,7 +451,7 @@ def _count_lines(files: Sequence[Path]) -> int:
     return lines
 
 
-def _count_blank_lines(files: Sequence[Path]) -> int:
+def count_blank_lines(files: Sequence[Path]) -> int:
     """Empty lines in ``files`` (skipped by the reader, and not problems)."""
     blank = 0
     for path in files:
