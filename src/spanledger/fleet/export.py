@@ -16,6 +16,7 @@ from pathlib import Path
 
 from spanledger.errors import ConfigurationError
 from spanledger.fleet.scan import (
+    UNREADABLE,
     connect,
     count_blank_lines,
     count_lines,
@@ -147,7 +148,7 @@ def export_parquet(
     read = sum(count for count, _ in counts.values())
     unreadable = lines - read - (count_blank_lines(files) if lines > read else 0)
     if unreadable > 0:
-        problems["not a readable JSON record"] = unreadable
+        problems[UNREADABLE] = problems.get(UNREADABLE, 0) + unreadable
     return Exported(events, records, len(event_days | record_days), problems)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 __all__ = [
+    "UNREADABLE",
     "AttributionFigures",
     "CallGroup",
     "Scan",
@@ -59,6 +60,8 @@ _COLUMNS = {
 _CALL_COLUMNS = (*tuple(_COLUMNS)[:12], "at")
 _ATTRIBUTION_COLUMNS = ("schema", "kind", "request_id", *tuple(_COLUMNS)[12:])
 _EVENT_KINDS = ("embedding", "embedding_failed", "rerank", "rerank_failed")
+UNREADABLE = "not a readable JSON record"
+"""The reason for a line that is not JSON, or JSON with neither schema nor kind."""
 _BY_COLUMN = {
     "provider": "provider",
     "model": "model",
@@ -229,7 +232,7 @@ def _scan(
     problems = {name: n for name, n in classes.items() if name not in _NOT_PROBLEMS}
     blank = count_blank_lines(files) if lines > read else 0  # rare: only then look for them
     if lines - blank > read:
-        problems["not a readable JSON record"] = lines - blank - read
+        problems[UNREADABLE] = problems.get(UNREADABLE, 0) + lines - blank - read
     events = classes.get("call", 0) + classes.get("out of range", 0)
     attribution = (
         _attribution(connection, files, since, until)
@@ -248,6 +251,7 @@ def record_class(keep: str) -> str:
     ``provider``, ``model``, ``request_id`` and ``ts`` (the call's start, the record's time)."""
     kinds = ", ".join(f"'{kind}'" for kind in _EVENT_KINDS)
     return f"""CASE
+            WHEN schema IS NULL AND kind IS NULL THEN '{UNREADABLE}'
             WHEN schema IS NULL THEN 'no schema version'
             WHEN schema <> 1 THEN 'unsupported schema version'
             WHEN kind = 'attribution' AND (request_id IS NULL OR ts IS NULL)
