@@ -10,10 +10,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from spanledger.attribution.summary import AttributionFigures
 from spanledger.costs import KNOWN_STATUSES, NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
 from spanledger.events import EmbeddingUsage, RerankUsage
-from spanledger.fleet.scan import AttributionFigures, CallGroup, Grouping, Scan
+from spanledger.fleet.scan import CallGroup, Grouping, Scan
 from spanledger.ledger.pricing import Ledger
+from spanledger.ledger.report import money
+from spanledger.ledger.totals import GroupTotal
 
 __all__ = ["FleetReport", "price_scan"]
 
@@ -26,21 +29,11 @@ _AMOUNT_STATUSES = frozenset(status.value for status in KNOWN_STATUSES)
 
 
 @dataclass
-class Row:
-    """One row of the report: calls of one group, status and currency."""
-
-    calls: int = 0
-    amount: Decimal = Decimal(0)
-    input_tokens: int = 0
-    search_units: int = 0
-
-
-@dataclass
 class FleetReport:
     """What ``spanledger report`` prints."""
 
     by: tuple[Grouping, ...]
-    rows: dict[tuple[tuple[str, ...], str, str], Row] = field(default_factory=dict)
+    rows: dict[tuple[tuple[str, ...], str, str], GroupTotal] = field(default_factory=dict)
     unpriced_models: dict[tuple[str, str, str], int] = field(default_factory=dict)
     events: int = 0
     lines: int = 0
@@ -65,7 +58,7 @@ class FleetReport:
                 spend[currency] = spend.get(currency, Decimal(0)) + row.amount
         return spend
 
-    def _sorted_rows(self) -> list[tuple[tuple[tuple[str, ...], str, str], Row]]:
+    def _sorted_rows(self) -> list[tuple[tuple[tuple[str, ...], str, str], GroupTotal]]:
         return sorted(self.rows.items())
 
     def to_json(self) -> dict[str, Any]:
@@ -90,7 +83,7 @@ class FleetReport:
                 {"provider": p, "model": m, "reason": r, "calls": n}
                 for (p, m, r), n in sorted(self.unpriced_models.items())
             ],
-            "attribution": _attribution_json(self.attribution),
+            "attribution": self.attribution.to_json(),
             "lines_read": self.lines,
             "skipped_lines": dict(sorted(self.problems.items())),
         }
@@ -115,7 +108,7 @@ class FleetReport:
         lines.append(
             "known spend: "
             + (
-                ", ".join(f"{_money(amount)} {currency}" for currency, amount in spend.items())
+                ", ".join(f"{money(amount)} {currency}" for currency, amount in spend.items())
                 or "none"
             )
         )
@@ -126,7 +119,7 @@ class FleetReport:
         lines.append(header.strip())
         for (keys, status, currency), row in self._sorted_rows():
             amount = (
-                f"{_money(row.amount)} {currency}".strip()
+                f"{money(row.amount)} {currency}".strip()
                 if status in _AMOUNT_STATUSES
                 else "unknown"
             )
@@ -143,7 +136,7 @@ class FleetReport:
             for (provider, model, reason), calls in sorted(self.unpriced_models.items()):
                 lines.append(f"  {provider}/{model}: {calls} calls ({reason})")
         lines.append("")
-        lines.append(_attribution_text(self.attribution))
+        lines.append(self.attribution.render())
         return "\n".join(lines)
 
 
@@ -157,7 +150,7 @@ def price_scan(scan: Scan, by: Sequence[Grouping], ledger: Ledger | None) -> Fle
     for group in scan.groups:
         line = _priced(group, ledger)
         key = (group.keys, line.status.value, line.currency or "")
-        row = report.rows.setdefault(key, Row())
+        row = report.rows.setdefault(key, GroupTotal())
         row.calls += group.calls
         if line.amount is not None:
             row.amount += line.amount
@@ -204,71 +197,3 @@ def _recorded(group: CallGroup) -> CostLine:
         return _NOT_PRICED
     total = Decimal(amount) * group.calls if amount is not None else None
     return CostLine(known, total, currency, None, reason)
-
-
-_LISTED = 20
-
-
-def _some(requests: Sequence[str]) -> str:
-    """The first request ids, and how many more there are (a fleet's list can be long)."""
-    shown = ", ".join(requests[:_LISTED])
-    more = len(requests) - _LISTED
-    return shown + (f" and {more} more" if more > 0 else "")
-
-
-def _money(amount: Decimal) -> str:
-    """The exact amount, never rounded away: a priced call must not print as free."""
-    return f"{amount.normalize():f}" if amount else "0"
-
-
-def _attribution_json(figures: AttributionFigures) -> dict[str, Any]:
-    per_token, currency = _per_cited_token(figures)
-    return {
-        "requests": figures.requests,
-        "requests_with_share": figures.with_share,
-        "mean_cited_token_share": figures.mean_share,
-        "median_cited_token_share": figures.median_share,
-        "distribution": figures.bands,
-        "spend_per_cited_token": str(per_token) if per_token is not None else None,
-        "currency": currency,
-        "requests_with_unknown_spend": figures.unknown_spend,
-        "rendered_context_earned_nothing": list(figures.earned_nothing),
-        "unreconcilable_requests": list(figures.unreconcilable),
-    }
-
-
-def _per_cited_token(figures: AttributionFigures) -> tuple[Decimal | None, str | None]:
-    if figures.cited_tokens == 0 or len(figures.currencies) > 1:
-        return None, None
-    currency = figures.currencies[0] if figures.currencies else None
-    return figures.spend / figures.cited_tokens, currency
-
-
-def _attribution_text(figures: AttributionFigures) -> str:
-    if not figures.requests:
-        return "attribution: no request reports in the log"
-    lines = [
-        f"attribution over {figures.requests} requests ({figures.with_share} rendered context)"
-    ]
-    if figures.mean_share is not None and figures.median_share is not None:
-        lines.append(
-            f"  cited token share: mean {figures.mean_share:.1%}, median {figures.median_share:.1%}"
-        )
-    else:
-        lines.append("  cited token share: n/a (nothing rendered)")
-    lines.append(
-        "  distribution: " + ", ".join(f"{band}: {n}" for band, n in figures.bands.items())
-    )
-    per_token, currency = _per_cited_token(figures)
-    left_out = figures.unknown_spend
-    if per_token is not None:
-        note = f" ({left_out} requests with unknown spend left out)" if left_out else ""
-        lines.append(f"  spend per cited token: {per_token:.10f} {currency or ''}{note}")
-    else:
-        why = f"{left_out} requests with unknown spend" if left_out else "nothing was cited"
-        lines.append(f"  spend per cited token: n/a ({why})")
-    if figures.earned_nothing:
-        lines.append("  rendered context earned nothing in: " + _some(figures.earned_nothing))
-    if figures.unreconcilable:
-        lines.append("  not reconcilable: " + _some(figures.unreconcilable))
-    return "\n".join(lines)

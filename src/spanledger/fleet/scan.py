@@ -11,11 +11,13 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
+
+from spanledger.attribution.summary import AttributionFigures
 
 __all__ = [
     "UNREADABLE",
@@ -90,23 +92,6 @@ class CallGroup:
     first_at: datetime
     failure: tuple[str | None, str | None, int | None] = (None, None, None)
     cost: tuple[str | None, str | None, str | None, str | None] | None = None
-
-
-@dataclass(frozen=True)
-class AttributionFigures:
-    """Each request's latest attribution record, aggregated."""
-
-    requests: int = 0
-    with_share: int = 0
-    mean_share: float | None = None
-    median_share: float | None = None
-    bands: dict[str, int] = field(default_factory=dict)
-    spend: Decimal = Decimal(0)
-    cited_tokens: int = 0
-    currencies: tuple[str, ...] = ()
-    unknown_spend: int = 0
-    earned_nothing: tuple[str, ...] = ()
-    unreconcilable: tuple[str, ...] = ()
 
 
 @dataclass

@@ -12,7 +12,7 @@ from spanledger.events import Event
 from spanledger.ledger.pricing import Ledger
 from spanledger.ledger.totals import Totals
 
-__all__ = ["SpendReport", "build_spend_report"]
+__all__ = ["SpendReport", "build_spend_report", "money"]
 
 _NOT_PRICED = CostLine(
     status=CostStatus.UNPRICED,
@@ -78,7 +78,7 @@ class SpendReport:
             self.totals.by("provider", "model", "status", "currency").items()
         ):
             amount = (
-                f"{_money(group.amount)} {currency}".strip()
+                f"{money(group.amount)} {currency}".strip()
                 if status in _AMOUNT_STATUSES
                 else "unknown"
             )
@@ -97,7 +97,7 @@ class SpendReport:
 _AMOUNT_STATUSES = frozenset(status.value for status in KNOWN_STATUSES)
 
 
-def _money(amount: Decimal) -> str:
+def money(amount: Decimal) -> str:
     """The exact amount, never rounded away: a priced call must not print as free."""
     return f"{amount.normalize():f}" if amount else "0"
 
