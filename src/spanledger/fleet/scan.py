@@ -106,6 +106,8 @@ class Scan:
 
 
 def connect(memory_limit: str) -> Any:
+    """A DuckDB connection of its own (in memory, UTC, spilling to a temporary directory
+    past ``memory_limit``); DuckDB is imported here, never by ``import spanledger``."""
     import duckdb
 
     connection = duckdb.connect(

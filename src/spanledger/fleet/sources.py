@@ -37,5 +37,7 @@ def log_files(specs: Iterable[str | Path]) -> list[Path]:
         else:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), text)
         for path in files:
+            if not os.access(path, os.R_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
             found.setdefault(path.resolve(), None)
     return sorted(found, key=lambda path: (path.parent, path.name))
