@@ -27,7 +27,8 @@ def test_demo_runs_a_priced_attributed_turn(tmp_path: Path) -> None:
     assert timed_out.cost.status.value == "estimated"  # abandoned after sending: estimated
     assert all(e.cost is not None and e.cost.status.value == "priced" for e in log.events[3:])
     [record] = log.attributions
-    assert record.request_id == "demo-turn-1"
+    assert record.request_id.startswith("demo-turn-")
+    assert {e.request_id for e in log.events} == {record.request_id}  # one id, fresh per run
     assert record.frames_rendered == 3
     assert record.frames_cited == 2
     assert record.cited_token_share is not None
@@ -35,8 +36,9 @@ def test_demo_runs_a_priced_attributed_turn(tmp_path: Path) -> None:
     assert record.reconcilable
     assert record.spend_complete
     assert "cited token share: " in text
-    assert "$ spanledger report" in text
-    assert "attribution over 1 requests" in text
+    assert "$ spanledger prices example > prices.toml\n" in text
+    assert f"$ spanledger report {log_path} --prices prices.toml\n" in text
+    assert "attribution over 1 request " in text
     raw_log = log_path.read_text()
     assert QUESTION not in raw_log
     assert all(passage not in raw_log for passage in PASSAGES)

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from spanledger._version import __version__
 from spanledger.errors import ConfigurationError
 
 __all__ = ["main"]
@@ -24,7 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spanledger", description="Tracing and cost accounting for retrieval calls."
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"spanledger {__version__}")
+    commands = parser.add_subparsers(dest="command")
     demo = commands.add_parser(
         "demo", help="a retrieval-augmented turn end to end against a local stand-in, offline"
     )
@@ -69,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     prices_commands = prices.add_subparsers(dest="prices_command", required=True)
     check = prices_commands.add_parser("check", help="validate a price table")
     check.add_argument("table", type=Path)
+    prices_commands.add_parser(
+        "example", help="print the example price table (spanledger prices example > prices.toml)"
+    )
     check.add_argument(
         "--stale-days",
         type=int,
@@ -79,7 +84,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `spanledger`: say what it can do
+        parser.print_help()
+        return 0
     try:
         return _run(args)
     except ConfigurationError as error:
@@ -132,6 +141,11 @@ def _run(args: argparse.Namespace) -> int:
             out=sys.stdout,
             err=sys.stderr,
         )
+    if args.command == "prices" and args.prices_command == "example":
+        from spanledger.ledger import example_prices_path
+
+        sys.stdout.write(example_prices_path().read_text(encoding="utf-8"))
+        return 0
     if args.command == "prices":
         from spanledger.reporting import run_prices_check
 

@@ -11,6 +11,8 @@ Exporters configured from the environment (OTLP, Langfuse) receive the same turn
 from __future__ import annotations
 
 import math
+import shlex
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -58,7 +60,7 @@ ANSWER = (
     "Spring tides come when the sun and the moon line up [1]; the moon's gravity drives the "
     "regular rise and fall of the sea [2]."
 )
-REQUEST_ID = "demo-turn-1"
+REQUEST_PREFIX = "demo-turn-"
 
 
 def run_demo(events_path: Path, out: TextIO) -> int:
@@ -74,7 +76,8 @@ def run_demo(events_path: Path, out: TextIO) -> int:
         "spanledger demo: one retrieval-augmented turn against a local STAND-IN server "
         "(hash vectors and word-overlap scores, not a real vendor)\n"
     )
-    with StandIn() as standin, use(recorder), request(REQUEST_ID) as turn:
+    turn_id = REQUEST_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")  # one per run
+    with StandIn() as standin, use(recorder), request(turn_id) as turn:
         out.write(f"stand-in listening on {standin.url}; prices: {example_prices_path().name}\n\n")
         embedder = CohereEmbeddings("embed-v4.0", base_url=standin.base_url("cohere"))
         slow_reranker = VoyageReranker(
@@ -108,7 +111,10 @@ def run_demo(events_path: Path, out: TextIO) -> int:
                 provider.close()
     out.write("\n" + report.render() + "\n")
     recorder.shutdown()
-    out.write(f"\n$ spanledger report {events_path} --prices {example_prices_path().name}\n")
+    out.write(
+        "\n$ spanledger prices example > prices.toml\n"
+        f"$ spanledger report {shlex.quote(str(events_path))} --prices prices.toml\n"
+    )
     return run_report(events_path, example_prices_path(), as_json=False, out=out)
 
 

@@ -256,7 +256,7 @@ def test_text_report_prints_share_distribution_rate_and_idle_context(
     ) in out
     assert "distribution: " + ", ".join(f"{b}: {n}" for b, n in bands(shares).items()) in out
     rate = known_spend_per_cited_token(log)
-    assert f"spend per cited token: {rate:.10f} USD (1 requests with unknown spend left out)" in out
+    assert f"spend per cited token: {rate:.10f} USD (1 request with unknown spend left out)" in out
     assert "rendered context earned nothing in: none-cited\n" in out
     assert "not reconcilable" not in out
     assert SENTINEL not in out

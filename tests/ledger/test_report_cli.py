@@ -208,7 +208,9 @@ def test_report_of_a_log_without_cost_lines_counts_them_unpriced(
         lines.append(json.dumps(record))
     stripped.write_text("\n".join(lines) + "\n", encoding="utf-8")
     data = _report_json(capsys, str(stripped))
-    assert data["status_counts"]["unpriced"] == 8
+    # the failure the provider cannot have billed needs no price; the rest are unpriced
+    assert data["status_counts"]["unpriced"] == 7
+    assert data["status_counts"]["not_billed"] == 1
     assert data["spend"] == {}
     repriced = _report_json(capsys, str(stripped), "--prices", str(recorded.prices))
     assert repriced["status_counts"] == STATUS_COUNTS
@@ -237,7 +239,7 @@ def test_text_report_prints_counts_spend_and_unpriced_models(
     ]:
         assert (provider, model, status) in rows
     assert "jina/jina-unlisted: 2 calls" in out
-    assert "openai/usage-missing: 1 calls" in out
+    assert "openai/usage-missing: 1 call (" in out
 
 
 def test_text_report_rows_show_the_same_amounts_as_json(

@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["AttributionFigures"]
+__all__ = ["AttributionFigures", "counted"]
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 call``, ``2 calls``: a count with its noun agreeing."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,8 @@ def _render(figures: AttributionFigures) -> str:
     if not figures.requests:
         return "attribution: no request reports in the log"
     lines = [
-        f"attribution over {figures.requests} requests ({figures.with_share} rendered context)"
+        f"attribution over {counted(figures.requests, 'request')} "
+        f"({figures.with_share} rendered context)"
     ]
     if figures.mean_share is not None and figures.median_share is not None:
         lines.append(
@@ -77,10 +83,14 @@ def _render(figures: AttributionFigures) -> str:
     per_token, currency = _per_cited_token(figures)
     left_out = figures.unknown_spend
     if per_token is not None:
-        note = f" ({left_out} requests with unknown spend left out)" if left_out else ""
+        note = f" ({counted(left_out, 'request')} with unknown spend left out)" if left_out else ""
         lines.append(f"  spend per cited token: {per_token:.10f} {currency or ''}{note}")
     else:
-        why = f"{left_out} requests with unknown spend" if left_out else "nothing was cited"
+        why = (
+            f"{counted(left_out, 'request')} with unknown spend"
+            if left_out
+            else "nothing was cited"
+        )
         lines.append(f"  spend per cited token: n/a ({why})")
     if figures.earned_nothing:
         lines.append("  rendered context earned nothing in: " + _some(figures.earned_nothing))

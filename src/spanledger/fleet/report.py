@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from spanledger.attribution.summary import AttributionFigures
+from spanledger.attribution.summary import AttributionFigures, counted
 from spanledger.costs import KNOWN_STATUSES, NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
 from spanledger.events import EmbeddingUsage, RerankUsage
 from spanledger.fleet.scan import CallGroup, Grouping, Scan
-from spanledger.ledger.pricing import Ledger
+from spanledger.ledger.pricing import Ledger, unbilled_failure
 from spanledger.ledger.report import money
 from spanledger.ledger.totals import GroupTotal
 
@@ -102,7 +102,7 @@ class FleetReport:
         return out.getvalue()
 
     def render(self) -> str:
-        lines = [f"{self.calls} calls"]
+        lines = [counted(self.calls, "call")]
         lines.append("  ".join(f"{status}: {n}" for status, n in self.status_counts().items()))
         spend = self.spend()
         lines.append(
@@ -113,11 +113,15 @@ class FleetReport:
             )
         )
         lines.append("")
-        widths = {"provider": 10, "model": 36, "day": 10, "request": 24}
+        rows = self._sorted_rows()
+        widths = {  # each column as wide as its longest value, so long model names fit
+            name: max([len(name), *(len(keys[i]) for (keys, _, _), _ in rows)])
+            for i, name in enumerate(self.by)
+        }
         header = " ".join(f"{name:<{widths[name]}}" for name in self.by)
         header += f" {'status':<11} {'calls':>8} {'amount':>18} {'tokens':>12} {'units':>8}"
         lines.append(header.strip())
-        for (keys, status, currency), row in self._sorted_rows():
+        for (keys, status, currency), row in rows:
             amount = (
                 f"{money(row.amount)} {currency}".strip()
                 if status in _AMOUNT_STATUSES
@@ -134,7 +138,7 @@ class FleetReport:
             lines.append("")
             lines.append("not priced (add these to the price table):")
             for (provider, model, reason), calls in sorted(self.unpriced_models.items()):
-                lines.append(f"  {provider}/{model}: {calls} calls ({reason})")
+                lines.append(f"  {provider}/{model}: {counted(calls, 'call')} ({reason})")
         lines.append("")
         lines.append(self.attribution.render())
         return "\n".join(lines)
@@ -186,9 +190,14 @@ def _priced(group: CallGroup, ledger: Ledger | None) -> CostLine:
 
 
 def _recorded(group: CallGroup) -> CostLine:
-    """The group's recorded cost line, times its calls (all share one amount)."""
+    """The group's recorded cost line, times its calls (all share one amount); with none
+    recorded, a failure the provider cannot have billed is ``not_billed`` (it needs no
+    price), anything else unpriced."""
     if group.cost is None:
-        return _NOT_PRICED
+        unbilled = None
+        if group.outcome == "failed":
+            unbilled = unbilled_failure(group.operation, group.failure)
+        return unbilled or _NOT_PRICED
     status, currency, code, amount = group.cost
     try:
         known = CostStatus(status) if status else CostStatus.UNPRICED

@@ -31,7 +31,13 @@ from spanledger.events import (
 )
 from spanledger.ledger.prices import PriceEntry, PriceTable
 
-__all__ = ["WARNED_KEYS_LIMIT", "Ledger", "price_usage", "suppressed_warnings"]
+__all__ = [
+    "WARNED_KEYS_LIMIT",
+    "Ledger",
+    "price_usage",
+    "suppressed_warnings",
+    "unbilled_failure",
+]
 
 WARNED_KEYS_LIMIT = 1000
 """Distinct (provider, model, reason) keys that get their own ``usage_not_priced`` warning per
@@ -189,6 +195,17 @@ def _unbilled_reason(kind: str, category: str | None) -> str:
     )
 
 
+def unbilled_failure(
+    kind: str, failure: tuple[str | None, str | None, int | None]
+) -> CostLine | None:
+    """The ``not_billed`` line of a failed call the provider cannot have billed (its category,
+    error type and status code), which needs no price; ``None`` when it may have billed."""
+    category, error_type, status_code = failure
+    if may_have_billed(category or "", error_type, status_code):
+        return None
+    return not_billed(_unbilled_reason(kind, category))
+
+
 class Ledger:
     """Prices events from a ``PriceTable`` (or a path to one)."""
 
@@ -214,9 +231,9 @@ class Ledger:
         each call: ``spanledger report`` prices a log's groups this way. ``failure``: the
         failed calls' category, error type and status code."""
         if outcome == "failed":
-            category, error_type, status_code = failure
-            if not may_have_billed(category or "", error_type, status_code):
-                return not_billed(_unbilled_reason(kind, category))
+            unbilled = unbilled_failure(kind, failure)
+            if unbilled is not None:
+                return unbilled
             line = price_usage(self.prices, provider, model, at, None)
         else:
             line = price_usage(

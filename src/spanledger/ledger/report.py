@@ -8,8 +8,8 @@ from decimal import Decimal
 from typing import Any
 
 from spanledger.costs import KNOWN_STATUSES, NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
-from spanledger.events import Event
-from spanledger.ledger.pricing import Ledger
+from spanledger.events import EmbeddingFailedEvent, Event, RerankFailedEvent
+from spanledger.ledger.pricing import Ledger, unbilled_failure
 from spanledger.ledger.totals import Totals
 
 __all__ = ["SpendReport", "build_spend_report", "money"]
@@ -102,11 +102,22 @@ def money(amount: Decimal) -> str:
     return f"{amount.normalize():f}" if amount else "0"
 
 
+def _unpriced(event: Event) -> CostLine:
+    """The line of an event the log holds no cost for: not billed, when it is a failure the
+    provider cannot have billed (it needs no price), else unpriced."""
+    if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
+        kind = "embedding" if isinstance(event, EmbeddingFailedEvent) else "rerank"
+        failure = (event.error_category.value, event.error_type, event.status_code)
+        if event.estimated_usage is None:
+            return unbilled_failure(kind, failure) or _NOT_PRICED
+    return _NOT_PRICED
+
+
 def build_spend_report(events: Iterable[Event], ledger: Ledger | None = None) -> SpendReport:
     """Price each event with ``ledger`` (else use the cost line the log recorded) and total."""
     report = SpendReport(Totals())
     for event in events:
-        line = ledger.price(event) if ledger is not None else event.cost or _NOT_PRICED
+        line = ledger.price(event) if ledger is not None else event.cost or _unpriced(event)
         report.totals.add(event, line)
         report.events += 1
         if line.status in NOT_PRICED_STATUSES:
