@@ -382,6 +382,15 @@ class Recorder:
     ) -> None:
         self.shutdown()
 
+    def __repr__(self) -> str:
+        """What it records to, readable: ``Recorder(sinks=[JsonlSink('events.jsonl')])``; a
+        recorder with no sink says that nothing is recorded."""
+        sinks = ", ".join(_named(slot.sink) for slot in self._slots)
+        parts = [f"sinks=[{sinks}]" if sinks else "no sinks: nothing is recorded"]
+        if self._processors:
+            parts.append(f"processors=[{', '.join(_named(p.processor) for p in self._processors)}]")
+        return f"Recorder({', '.join(parts)})"
+
     def _count_failure(self, slot: _SinkSlot, exc: Exception, stage: str) -> None:
         error_type = type(exc).__name__
         with self._lock:
@@ -474,3 +483,12 @@ def enter_scope(scope: CallScope) -> Token[CallScope | None]:
 def exit_scope(token: Token[CallScope | None]) -> None:
     """Close the scope that ``enter_scope`` opened, restoring the one around it."""
     _current_scope.reset(token)
+
+
+def _named(part: object) -> str:
+    """A sink's or processor's own ``repr`` when its class defines one, else its type's name
+    (never an object address)."""
+    kind = type(part)
+    if kind.__repr__ is not object.__repr__:
+        return repr(part)
+    return kind.__name__
