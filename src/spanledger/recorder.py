@@ -24,9 +24,8 @@ from os import PathLike
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-import structlog
-
 from spanledger import _forksafe
+from spanledger._logs import get_logger
 from spanledger.errors import ConfigurationError
 from spanledger.events import (
     AttributionRecord,
@@ -56,7 +55,7 @@ __all__ = [
     "use",
 ]
 
-_log = structlog.get_logger("spanledger.recorder")
+_log = get_logger("spanledger.recorder")
 
 
 @runtime_checkable

@@ -14,11 +14,11 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-import structlog
+from spanledger._logs import get_logger
 
 __all__ = ["EXPORT_THREAD_PREFIX", "also_route_threads", "route_export_logs"]
 
-_log = structlog.get_logger("spanledger.exporters")
+_log = get_logger("spanledger.exporters")
 
 EXPORT_THREAD_PREFIX = "spanledger-export"
 """Names of the threads that export for spanledger-owned pipelines."""

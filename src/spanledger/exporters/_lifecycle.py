@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable
 from typing import Protocol
 
-import structlog
+from spanledger._logs import get_logger
 
 __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT",
@@ -31,7 +31,7 @@ __all__ = [
 DEFAULT_SHUTDOWN_TIMEOUT = 5.0
 """Seconds that shutting a pipeline down may take, whatever state its backend is in."""
 
-_log = structlog.get_logger("spanledger.exporters")
+_log = get_logger("spanledger.exporters")
 
 
 class Closable(Protocol):

@@ -33,13 +33,13 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-import structlog
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from spanledger import _forksafe
+from spanledger._logs import get_logger
 from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine
 from spanledger.events import (
     EmbeddingEvent,
@@ -91,7 +91,7 @@ _ATTRIBUTE_SETS_KEPT = 4096
 
 _INT64_MAX = 2**63 - 1
 
-_log = structlog.get_logger("spanledger.exporters.otel")
+_log = get_logger("spanledger.exporters.otel")
 _hook_numbers = itertools.count(1)
 _shared: weakref.WeakKeyDictionary[metrics.Meter, dict[tuple[bool, int], GenAIMetrics]] = (
     weakref.WeakKeyDictionary()

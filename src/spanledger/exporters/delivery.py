@@ -27,14 +27,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-import structlog
-
 from spanledger import _forksafe
+from spanledger._logs import get_logger
 from spanledger.exporters._export_logs import EXPORT_THREAD_PREFIX
 
 __all__ = ["DeliveryStats", "ExportQueue", "deadline_in"]
 
-_log = structlog.get_logger("spanledger.exporters")
+_log = get_logger("spanledger.exporters")
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,8 @@ from collections.abc import Callable, Mapping, Sequence, Sized
 from types import TracebackType
 from typing import Any, Self
 
-import structlog
-
 from spanledger import figures
+from spanledger._logs import get_logger
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
 from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument
 from spanledger.instrumentation._errors import describe
@@ -50,7 +49,7 @@ from spanledger.wire.read import rerank_usage
 
 __all__ = ["EmbeddingRecord", "RerankRecord", "record_embedding", "record_rerank"]
 
-_log = structlog.get_logger("spanledger.instrumentation")
+_log = get_logger("spanledger.instrumentation")
 
 _NO_OUTCOME = ProviderError(
     ErrorCategory.INVALID_RESPONSE,

@@ -16,9 +16,8 @@ from decimal import Decimal
 from os import PathLike
 from typing import Literal
 
-import structlog
-
 from spanledger import _forksafe
+from spanledger._logs import get_logger
 from spanledger.costs import NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
 from spanledger.estimates import may_have_billed
 from spanledger.events import (
@@ -45,7 +44,7 @@ process. Past it, one ``usage_not_priced_suppressed`` warning says so and furthe
 are only counted (``suppressed_warnings()``); the ``spanledger.cost.unpriced`` metric still
 counts every call."""
 
-_log = structlog.get_logger("spanledger.ledger")
+_log = get_logger("spanledger.ledger")
 _warned: set[tuple[str, str, str]] = set()
 _suppressed = 0
 _ZERO = Decimal(0)

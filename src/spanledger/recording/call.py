@@ -20,8 +20,7 @@ from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any
 
-import structlog
-
+from spanledger._logs import get_logger
 from spanledger.errors import ErrorCategory, ProviderError
 from spanledger.estimates import (
     estimate_embedding_usage,
@@ -45,7 +44,7 @@ from spanledger.recording.facts import EmbedFacts, Figures, RerankFacts, texts_o
 
 __all__ = ["UNRECORDABLE", "Recording", "ended_by", "logged"]
 
-_log = structlog.get_logger("spanledger.recording")
+_log = get_logger("spanledger.recording")
 
 UNRECORDABLE = ProviderError(
     ErrorCategory.INVALID_RESPONSE,
