@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import httpx
 
 from spanledger import figures
-from spanledger.errors import error_for_status
+from spanledger.errors import ErrorCategory, ProviderError, error_for_status
 from spanledger.events import (
     EmbeddingResponse,
     EmbeddingUsage,
@@ -92,6 +92,20 @@ class _Mapping(ABC):
         self._headers = {"content-type": "application/json", "accept": "application/json"}
         if key:
             self._headers["authorization"] = f"Bearer {key}"
+        self._key_needed = (
+            endpoint.api_key_env if not key and parsed.host in endpoint.hosts else None
+        )
+        """The variable to name when a call to the vendor's own API has no key (a proxy, a
+        gateway or a stand-in may need none)."""
+
+    def require_key(self) -> None:
+        """Refuse, before anything is sent, a call to the vendor's own API with no key."""
+        if self._key_needed is not None:
+            raise ProviderError(
+                ErrorCategory.AUTHENTICATION,
+                detail=f"no API key: pass api_key=... or set {self._key_needed}",
+                error_type="missing_api_key",
+            )
 
     def headers_with(self, defaults: httpx.Headers) -> dict[str, str]:
         """This mapping's headers over a client's default headers (user agent, ...)."""
@@ -168,6 +182,7 @@ def embedding_flow(
 ) -> Generator[httpx.Request, httpx.Response, tuple[EmbeddingResponse, str | None]]:
     """Send each chunk in order, read it, and stitch: yields requests, returns the response
     and the model the provider echoed (``None`` when it echoes none)."""
+    mapping.require_key()
     mapping.check(call)
     batches = mapping.chunks(mapping.wire_inputs(call))
     requests = [mapping.request(mapping.body(call, batch), headers) for batch in batches]
@@ -221,6 +236,7 @@ def rerank_flow(
     mapping: RerankMapping, call: RerankCall, headers: dict[str, str] | None = None
 ) -> Generator[httpx.Request, httpx.Response, tuple[RerankResponse, str | None]]:
     """Send each document chunk with the same query, then re-base, sort and cut globally."""
+    mapping.require_key()
     mapping.check(call)
     batches = mapping.chunks(call.documents)
     requests = [mapping.request(mapping.body(call, batch), headers) for batch in batches]
