@@ -16,13 +16,12 @@ from pathlib import Path
 
 from spanledger.errors import ConfigurationError
 from spanledger.fleet.scan import (
-    UNREADABLE,
     connect,
-    count_blank_lines,
     count_lines,
     in_range,
     parameters,
     record_class,
+    skipped,
     source,
 )
 
@@ -141,18 +140,11 @@ def export_parquet(
                 )
     finally:
         connection.close()
-    lines = count_lines(files)
     events, event_days = counts.get("call", (0, set()))
     records, record_days = counts.get("attribution", (0, set()))
-    problems = {name: count for name, (count, _) in counts.items() if name not in _KEPT}
-    read = sum(count for count, _ in counts.values())
-    unreadable = lines - read - (count_blank_lines(files) if lines > read else 0)
-    if unreadable > 0:
-        problems[UNREADABLE] = problems.get(UNREADABLE, 0) + unreadable
+    classes = {name: count for name, (count, _) in counts.items()}
+    problems, _ = skipped(classes, files, count_lines(files))
     return Exported(events, records, len(event_days | record_days), problems)
-
-
-_KEPT = frozenset({"call", "attribution", "out of range"})
 
 
 def _classified(keep: str) -> str:

@@ -11,21 +11,14 @@ from decimal import Decimal
 from typing import Any
 
 from spanledger.attribution.summary import AttributionFigures, counted
-from spanledger.costs import KNOWN_STATUSES, NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
+from spanledger.costs import NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
 from spanledger.events import EmbeddingUsage, RerankUsage
 from spanledger.fleet.scan import CallGroup, Grouping, Scan
-from spanledger.ledger.pricing import Ledger, unbilled_failure
-from spanledger.ledger.report import money
+from spanledger.ledger.pricing import Ledger
+from spanledger.ledger.report import AMOUNT_STATUSES, money, unrecorded_cost
 from spanledger.ledger.totals import GroupTotal
 
 __all__ = ["FleetReport", "price_scan"]
-
-_NOT_PRICED = CostLine(
-    status=CostStatus.UNPRICED,
-    code=CostCode.NO_PRICE_ENTRY,
-    reason="no price table was given and the log holds no cost line",
-)
-_AMOUNT_STATUSES = frozenset(status.value for status in KNOWN_STATUSES)
 
 
 @dataclass
@@ -54,7 +47,7 @@ class FleetReport:
         """Known spend (priced, estimated, not billed) per currency."""
         spend: dict[str, Decimal] = {}
         for (_, status, currency), row in self.rows.items():
-            if status in _AMOUNT_STATUSES and currency:
+            if status in AMOUNT_STATUSES and currency:
                 spend[currency] = spend.get(currency, Decimal(0)) + row.amount
         return spend
 
@@ -73,7 +66,7 @@ class FleetReport:
                     "status": status,
                     "currency": currency or None,
                     "calls": row.calls,
-                    "amount": str(row.amount) if status in _AMOUNT_STATUSES else None,
+                    "amount": str(row.amount) if status in AMOUNT_STATUSES else None,
                     "input_tokens": row.input_tokens,
                     "search_units": row.search_units,
                 }
@@ -95,7 +88,7 @@ class FleetReport:
             [*self.by, "status", "currency", "calls", "amount", "input_tokens", "search_units"]
         )
         for (keys, status, currency), row in self._sorted_rows():
-            amount = str(row.amount) if status in _AMOUNT_STATUSES else ""
+            amount = str(row.amount) if status in AMOUNT_STATUSES else ""
             writer.writerow(
                 [*keys, status, currency, row.calls, amount, row.input_tokens, row.search_units]
             )
@@ -124,7 +117,7 @@ class FleetReport:
         for (keys, status, currency), row in rows:
             amount = (
                 f"{money(row.amount)} {currency}".strip()
-                if status in _AMOUNT_STATUSES
+                if status in AMOUNT_STATUSES
                 else "unknown"
             )
             cells = " ".join(
@@ -194,15 +187,12 @@ def _recorded(group: CallGroup) -> CostLine:
     recorded, a failure the provider cannot have billed is ``not_billed`` (it needs no
     price), anything else unpriced."""
     if group.cost is None:
-        unbilled = None
-        if group.outcome == "failed":
-            unbilled = unbilled_failure(group.operation, group.failure)
-        return unbilled or _NOT_PRICED
+        return unrecorded_cost(group.operation, group.outcome == "failed", group.failure)
     status, currency, code, amount = group.cost
     try:
         known = CostStatus(status) if status else CostStatus.UNPRICED
         reason = CostCode(code) if code else None
-    except ValueError:
-        return _NOT_PRICED
+    except ValueError:  # not a cost line spanledger wrote: unpriced
+        return unrecorded_cost(group.operation, False, group.failure)
     total = Decimal(amount) * group.calls if amount is not None else None
     return CostLine(known, total, currency, None, reason)

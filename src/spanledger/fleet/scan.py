@@ -31,6 +31,7 @@ __all__ = [
     "parameters",
     "record_class",
     "scan_logs",
+    "skipped",
     "source",
 ]
 
@@ -144,6 +145,8 @@ def scan_logs(
     """Scan ``files`` once for calls (grouped by ``by`` and for pricing: ``windows`` are the
     price table's validity boundaries) and once more for attribution records, if any.
     ``recorded_costs``: group by the cost line each event carries instead."""
+    if not by:
+        raise ValueError("by names at least one grouping (provider, model, day, request)")
     connection = connect(memory_limit)
     try:
         return _scan(connection, files, by, since, until, windows, recorded_costs)
@@ -198,8 +201,7 @@ def _scan(
             parameters(files, since, until, **moments),
         )
         lines = counted_lines.result()
-    width = max(len(by), 1)
-    keys = ", ".join(f"k{i}" for i in range(width))
+    keys = ", ".join(f"k{i}" for i in range(len(by)))
     groups = [
         _group(row, len(by))
         for row in connection.execute(
@@ -215,11 +217,7 @@ def _scan(
             "SELECT class, sum(lines) FROM grouped GROUP BY class"
         ).fetchall()
     }
-    read = sum(classes.values())
-    problems = {name: n for name, n in classes.items() if name not in _NOT_PROBLEMS}
-    blank = count_blank_lines(files) if lines > read else 0  # rare: only then look for them
-    if lines - blank > read:
-        problems[UNREADABLE] = problems.get(UNREADABLE, 0) + lines - blank - read
+    problems, blank = skipped(classes, files, lines)
     events = classes.get("call", 0) + classes.get("out of range", 0)
     attribution = (
         _attribution(connection, files, since, until)
@@ -230,6 +228,20 @@ def _scan(
 
 
 _NOT_PROBLEMS = frozenset({"call", "attribution", "out of range"})
+
+
+def skipped(
+    classes: Mapping[str, int], files: Sequence[Path], lines: int
+) -> tuple[dict[str, int], int]:
+    """The lines skipped, by reason, from the rows read per class and the ``lines`` the files
+    hold (the reader leaves out what it cannot read at all); and how many lines were blank,
+    which are not problems (looked for only when some lines are unaccounted for)."""
+    read = sum(classes.values())
+    problems = {name: count for name, count in classes.items() if name not in _NOT_PROBLEMS}
+    blank = count_blank_lines(files) if lines > read else 0
+    if lines - blank > read:
+        problems[UNREADABLE] = problems.get(UNREADABLE, 0) + lines - blank - read
+    return problems, blank
 
 
 def record_class(keep: str) -> str:
@@ -264,13 +276,9 @@ def _grouping_query(
     table ``grouped``."""
     keep = in_range(since, until)
     call = "class = 'call'"
-    keys = (
-        ", ".join(
-            f"CASE WHEN {call} THEN {_BY_COLUMN[name]} END AS k{i}" for i, name in enumerate(by)
-        )
-        or "NULL AS k0"
+    keys = ", ".join(
+        f"CASE WHEN {call} THEN {_BY_COLUMN[name]} END AS k{i}" for i, name in enumerate(by)
     )
-    width = max(len(by), 1)
     cost_columns = ", ".join(
         f"CASE WHEN {call} THEN cost.{name} END AS cost_{name}"
         if recorded_costs
@@ -313,7 +321,7 @@ def _grouping_query(
                 CASE WHEN {call} THEN coalesce(figures.search_units, 0) ELSE 0 END AS units
             FROM calls
         )
-        SELECT class, {", ".join(f"k{i}" for i in range(width))}, provider, model, operation,
+        SELECT class, {", ".join(f"k{i}" for i in range(len(by)))}, provider, model, operation,
             outcome,
             reported, tokens > 0 AS has_tokens, units > 0 AS has_units, price_window,
             category, error, status, cost_status, cost_currency, cost_code, cost_amount,
@@ -325,8 +333,7 @@ def _grouping_query(
 
 
 def _group(row: tuple[Any, ...], width: int) -> CallGroup:
-    size = max(width, 1)
-    keys = tuple("" if value is None else str(value) for value in row[:size])
+    keys = tuple("" if value is None else str(value) for value in row[:width])
     (
         provider,
         model,
@@ -344,10 +351,10 @@ def _group(row: tuple[Any, ...], width: int) -> CallGroup:
         tokens,
         units,
         first_at,
-    ) = row[size:]
+    ) = row[width:]
     recorded = cost_status is not None or cost_amount is not None
     return CallGroup(
-        keys=keys if width else (),
+        keys=keys,
         provider=provider,
         model=model,
         operation=operation,

@@ -12,7 +12,7 @@ from spanledger.events import EmbeddingFailedEvent, Event, RerankFailedEvent
 from spanledger.ledger.pricing import Ledger, unbilled_failure
 from spanledger.ledger.totals import Totals
 
-__all__ = ["SpendReport", "build_spend_report", "money"]
+__all__ = ["AMOUNT_STATUSES", "SpendReport", "build_spend_report", "money", "unrecorded_cost"]
 
 _NOT_PRICED = CostLine(
     status=CostStatus.UNPRICED,
@@ -44,7 +44,7 @@ class SpendReport:
                     "status": status,
                     "currency": currency or None,
                     "calls": group.calls,
-                    "amount": str(group.amount) if status in _AMOUNT_STATUSES else None,
+                    "amount": str(group.amount) if status in AMOUNT_STATUSES else None,
                     "input_tokens": group.input_tokens,
                     "search_units": group.search_units,
                 }
@@ -79,7 +79,7 @@ class SpendReport:
         ):
             amount = (
                 f"{money(group.amount)} {currency}".strip()
-                if status in _AMOUNT_STATUSES
+                if status in AMOUNT_STATUSES
                 else "unknown"
             )
             lines.append(
@@ -94,7 +94,8 @@ class SpendReport:
         return "\n".join(lines)
 
 
-_AMOUNT_STATUSES = frozenset(status.value for status in KNOWN_STATUSES)
+AMOUNT_STATUSES = frozenset(status.value for status in KNOWN_STATUSES)
+"""The statuses whose amount is the whole cost (priced, estimated, not billed)."""
 
 
 def money(amount: Decimal) -> str:
@@ -102,14 +103,20 @@ def money(amount: Decimal) -> str:
     return f"{amount.normalize():f}" if amount else "0"
 
 
+def unrecorded_cost(
+    kind: str, failed: bool, failure: tuple[str | None, str | None, int | None]
+) -> CostLine:
+    """The line of calls the log holds no cost for: ``not_billed`` when they ``failed`` (with
+    nothing estimated) where the provider bills nothing, since they need no price; else
+    unpriced."""
+    return (unbilled_failure(kind, failure) if failed else None) or _NOT_PRICED
+
+
 def _unpriced(event: Event) -> CostLine:
-    """The line of an event the log holds no cost for: not billed, when it is a failure the
-    provider cannot have billed (it needs no price), else unpriced."""
     if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
         kind = "embedding" if isinstance(event, EmbeddingFailedEvent) else "rerank"
         failure = (event.error_category.value, event.error_type, event.status_code)
-        if event.estimated_usage is None:
-            return unbilled_failure(kind, failure) or _NOT_PRICED
+        return unrecorded_cost(kind, event.estimated_usage is None, failure)
     return _NOT_PRICED
 
 
