@@ -1,28 +1,93 @@
-"""spanledger: tracing and cost accounting for embedding and rerank calls."""
+"""spanledger: tracing and cost accounting for embedding and rerank calls.
 
-from spanledger import instrumentation
+The public names load on first use, so ``import spanledger`` stays cheap for the command line
+and for applications that use one part of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from spanledger._version import __version__
-from spanledger.attribution import RequestScope, current_request, request
-from spanledger.configure import configure
-from spanledger.errors import ConfigurationError, ErrorCategory, Fingerprint, ProviderError
-from spanledger.eventlog import EventLog, LogProblem, iter_events, read_events
-from spanledger.events import (
-    CallStarted,
-    EmbeddingEvent,
-    EmbeddingFailedEvent,
-    EmbeddingResponse,
-    EmbeddingUsage,
-    Event,
-    RerankEvent,
-    RerankFailedEvent,
-    RerankResponse,
-    RerankUsage,
-    ScoredDocument,
-)
-from spanledger.exporters import ConsoleSink, JsonlSink
-from spanledger.instrumentation import instrument, record_embedding, record_rerank, uninstrument
-from spanledger.recorder import Recorder, get_recorder, set_default_recorder, use
-from spanledger.wire import Vendor
+
+if TYPE_CHECKING:
+    from spanledger import instrumentation
+    from spanledger.attribution import RequestScope, current_request, request
+    from spanledger.configuration import configure
+    from spanledger.errors import ConfigurationError, ErrorCategory, Fingerprint, ProviderError
+    from spanledger.eventlog import EventLog, LogProblem, iter_events, read_events
+    from spanledger.events import (
+        CallStarted,
+        EmbeddingEvent,
+        EmbeddingFailedEvent,
+        EmbeddingResponse,
+        EmbeddingUsage,
+        Event,
+        RerankEvent,
+        RerankFailedEvent,
+        RerankResponse,
+        RerankUsage,
+        ScoredDocument,
+    )
+    from spanledger.exporters import ConsoleSink, JsonlSink
+    from spanledger.instrumentation import instrument, record_embedding, record_rerank, uninstrument
+    from spanledger.recorder import Recorder, get_recorder, set_default_recorder, use
+    from spanledger.wire import Vendor
+
+_HOMES = {
+    "CallStarted": "spanledger.events",
+    "ConfigurationError": "spanledger.errors",
+    "configure": "spanledger.configuration",
+    "ConsoleSink": "spanledger.exporters",
+    "current_request": "spanledger.attribution",
+    "EmbeddingEvent": "spanledger.events",
+    "EmbeddingFailedEvent": "spanledger.events",
+    "EmbeddingResponse": "spanledger.events",
+    "EmbeddingUsage": "spanledger.events",
+    "ErrorCategory": "spanledger.errors",
+    "Event": "spanledger.events",
+    "EventLog": "spanledger.eventlog",
+    "Fingerprint": "spanledger.errors",
+    "get_recorder": "spanledger.recorder",
+    "instrument": "spanledger.instrumentation",
+    "instrumentation": "spanledger.instrumentation",
+    "iter_events": "spanledger.eventlog",
+    "JsonlSink": "spanledger.exporters",
+    "LogProblem": "spanledger.eventlog",
+    "ProviderError": "spanledger.errors",
+    "read_events": "spanledger.eventlog",
+    "record_embedding": "spanledger.instrumentation",
+    "record_rerank": "spanledger.instrumentation",
+    "Recorder": "spanledger.recorder",
+    "request": "spanledger.attribution",
+    "RequestScope": "spanledger.attribution",
+    "RerankEvent": "spanledger.events",
+    "RerankFailedEvent": "spanledger.events",
+    "RerankResponse": "spanledger.events",
+    "RerankUsage": "spanledger.events",
+    "ScoredDocument": "spanledger.events",
+    "set_default_recorder": "spanledger.recorder",
+    "uninstrument": "spanledger.instrumentation",
+    "use": "spanledger.recorder",
+    "Vendor": "spanledger.wire",
+}
+"""Each public name and the module that defines it (a submodule names itself)."""
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'spanledger' has no attribute {name!r}")
+    module = importlib.import_module(home)
+    value = module if home == f"spanledger.{name}" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "CallStarted",

@@ -1,14 +1,14 @@
 """spanledger's loggers. An application that configured structlog gets spanledger's warnings
 through its own processors; otherwise they go to the standard library's ``logging`` under the
 ``spanledger`` logger (and its children), as a library's should: never printed to standard
-output by spanledger itself."""
+output by spanledger itself. structlog is never imported here: an application that configured
+it has imported it already."""
 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
-
-import structlog
 
 __all__ = ["get_logger"]
 
@@ -31,7 +31,8 @@ class _Logger:
         self._log("error", event, fields)
 
     def _log(self, level: str, event: str, fields: dict[str, Any]) -> None:
-        if structlog.is_configured():
+        structlog = sys.modules.get("structlog")  # not imported: nobody configured it
+        if structlog is not None and structlog.is_configured():
             getattr(structlog.get_logger(self._name), level)(event, **fields)
             return
         stdlib = logging.getLogger(self._name)

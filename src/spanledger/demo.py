@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from spanledger.attribution import ServedFrame, request
-from spanledger.configure import configure
+from spanledger.configuration import configure
 from spanledger.errors import ProviderError
 from spanledger.eventlog import read_events
 from spanledger.exporters import ConsoleSink, JsonlSink

@@ -22,7 +22,7 @@ from spanledger import ConfigurationError, Recorder
 from spanledger.exporters.pipelines import OtlpSettings
 from spanledger.ledger import PriceTable, PriceTableError
 
-configure_module = importlib.import_module("spanledger.configure")
+configure_module = importlib.import_module("spanledger.configuration")
 
 SECRET = "s3cr3t-VALUE"
 PUBLIC = "pk-lf-public-KEY"

@@ -17,7 +17,6 @@ from pathlib import Path
 from spanledger.errors import ConfigurationError
 from spanledger.fleet.scan import (
     connect,
-    count_lines,
     in_range,
     parameters,
     record_class,
@@ -143,8 +142,7 @@ def export_parquet(
     events, event_days = counts.get("call", (0, set()))
     records, record_days = counts.get("attribution", (0, set()))
     classes = {name: count for name, (count, _) in counts.items()}
-    problems, _ = skipped(classes, files, count_lines(files))
-    return Exported(events, records, len(event_days | record_days), problems)
+    return Exported(events, records, len(event_days | record_days), skipped(classes))
 
 
 def _classified(keep: str) -> str:

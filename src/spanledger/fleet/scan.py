@@ -1,16 +1,17 @@
 """One scan of many event logs by DuckDB: the calls grouped for pricing, the lines it could
 not use counted by reason, and each request's latest attribution record, aggregated.
 
-DuckDB reads the JSONL files in parallel and streams them through the group-by, so memory
-grows with the number of groups, never with the number of events. Lines are never quoted back:
-they may hold payload.
+DuckDB reads the JSONL files in parallel and streams them through one group-by, so memory
+grows with the number of groups (and of attribution records), never with the number of calls.
+Its reader gives a row for every line that is not blank (a line it cannot parse is a row of
+nulls), so the rows it reads are the lines there are. Lines are never quoted back: they may
+hold payload.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -25,8 +26,6 @@ __all__ = [
     "CallGroup",
     "Scan",
     "connect",
-    "count_blank_lines",
-    "count_lines",
     "in_range",
     "parameters",
     "record_class",
@@ -60,8 +59,6 @@ _COLUMNS = {
     "currency": "VARCHAR",
     "spend_complete": "VARCHAR",
 }
-_CALL_COLUMNS = (*tuple(_COLUMNS)[:12], "at")
-_ATTRIBUTION_COLUMNS = ("schema", "kind", "request_id", *tuple(_COLUMNS)[12:])
 _EVENT_KINDS = ("embedding", "embedding_failed", "rerank", "rerank_failed")
 UNREADABLE = "not a readable JSON record"
 """The reason for a line that is not JSON, or JSON with neither schema nor kind."""
@@ -123,8 +120,8 @@ def connect(memory_limit: str) -> Any:
 
 
 def source(columns: Mapping[str, str]) -> str:
-    """The files (the ``$files`` parameter) read as rows of ``columns`` (name: DuckDB type);
-    a line that cannot be read so is left out (and counted by the line count)."""
+    """The files (the ``$files`` parameter) read as rows of ``columns`` (name: DuckDB type):
+    one row per line that is not blank, all nulls for a line that is not a JSON object."""
     listed = ", ".join(f"'{name}': '{kind}'" for name, kind in columns.items())
     return (
         f"read_json($files, format='newline_delimited', columns={{{listed}}}, "
@@ -142,9 +139,9 @@ def scan_logs(
     recorded_costs: bool = False,
     memory_limit: str = "256MB",
 ) -> Scan:
-    """Scan ``files`` once for calls (grouped by ``by`` and for pricing: ``windows`` are the
-    price table's validity boundaries) and once more for attribution records, if any.
-    ``recorded_costs``: group by the cost line each event carries instead."""
+    """Scan ``files`` once: calls grouped by ``by`` and for pricing (``windows`` are the price
+    table's validity boundaries), and each attribution record kept for the per-request
+    aggregates. ``recorded_costs``: group by the cost line each event carries instead."""
     if not by:
         raise ValueError("by names at least one grouping (provider, model, day, request)")
     connection = connect(memory_limit)
@@ -194,13 +191,10 @@ def _scan(
 ) -> Scan:
     boundaries = sorted(set(windows))
     moments = {f"window_{i}": moment for i, moment in enumerate(boundaries)}
-    with ThreadPoolExecutor(1) as counter:  # counting lines overlaps DuckDB's scan
-        counted_lines = counter.submit(count_lines, files)
-        connection.execute(
-            _grouping_query(by, since, until, len(boundaries), recorded_costs),
-            parameters(files, since, until, **moments),
-        )
-        lines = counted_lines.result()
+    connection.execute(
+        _grouping_query(by, since, until, len(boundaries), recorded_costs),
+        parameters(files, since, until, **moments),
+    )
     keys = ", ".join(f"k{i}" for i in range(len(by)))
     groups = [
         _group(row, len(by))
@@ -217,31 +211,17 @@ def _scan(
             "SELECT class, sum(lines) FROM grouped GROUP BY class"
         ).fetchall()
     }
-    problems, blank = skipped(classes, files, lines)
     events = classes.get("call", 0) + classes.get("out of range", 0)
-    attribution = (
-        _attribution(connection, files, since, until)
-        if classes.get("attribution")
-        else AttributionFigures()
-    )
-    return Scan(groups, lines - blank, events, problems, attribution)
+    attribution = _attribution(connection) if classes.get("attribution") else AttributionFigures()
+    return Scan(groups, sum(classes.values()), events, skipped(classes), attribution)
 
 
 _NOT_PROBLEMS = frozenset({"call", "attribution", "out of range"})
 
 
-def skipped(
-    classes: Mapping[str, int], files: Sequence[Path], lines: int
-) -> tuple[dict[str, int], int]:
-    """The lines skipped, by reason, from the rows read per class and the ``lines`` the files
-    hold (the reader leaves out what it cannot read at all); and how many lines were blank,
-    which are not problems (looked for only when some lines are unaccounted for)."""
-    read = sum(classes.values())
-    problems = {name: count for name, count in classes.items() if name not in _NOT_PROBLEMS}
-    blank = count_blank_lines(files) if lines > read else 0
-    if lines - blank > read:
-        problems[UNREADABLE] = problems.get(UNREADABLE, 0) + lines - blank - read
-    return problems, blank
+def skipped(classes: Mapping[str, int]) -> dict[str, int]:
+    """The lines skipped, by reason, from the lines read per class."""
+    return {name: count for name, count in classes.items() if name not in _NOT_PROBLEMS}
 
 
 def record_class(keep: str) -> str:
@@ -272,8 +252,8 @@ def _grouping_query(
     windows: int,
     recorded_costs: bool,
 ) -> str:
-    """The scan: every line classified and the calls grouped for pricing, into the temporary
-    table ``grouped``."""
+    """The scan: every line classified, the calls grouped for pricing and each attribution
+    record kept whole (as ``record``), into the temporary table ``grouped``."""
     keep = in_range(since, until)
     call = "class = 'call'"
     keys = ", ".join(
@@ -291,7 +271,7 @@ def _grouping_query(
             SELECT *,
                 CASE WHEN kind = 'attribution' THEN try_cast("at" AS TIMESTAMPTZ)
                     ELSE try_cast(started_at AS TIMESTAMPTZ) END AS ts
-            FROM {source({name: _COLUMNS[name] for name in _CALL_COLUMNS})}
+            FROM {source(_COLUMNS)}
         ), classified AS (
             SELECT *, {record_class(keep)} AS class FROM rows
         ), calls AS (
@@ -312,7 +292,18 @@ def _grouping_query(
                 CASE WHEN {call} AND kind LIKE '%_failed' THEN error_type END AS error,
                 CASE WHEN {call} AND kind LIKE '%_failed' THEN try_cast(status_code AS INTEGER)
                     END AS status,
-                {cost_columns}, ts
+                {cost_columns}, ts,
+                CASE WHEN class = 'attribution' THEN {{
+                    'request': request_id,
+                    'at': ts,
+                    'rendered': try_cast(rendered_tokens AS BIGINT),
+                    'cited': try_cast(cited_tokens AS BIGINT),
+                    'share': try_cast(cited_token_share AS DOUBLE),
+                    'reconcilable': try_cast(reconcilable AS BOOLEAN),
+                    'spend': spend,
+                    'currency': currency,
+                    'complete': try_cast(spend_complete AS BOOLEAN)
+                }} END AS record
             FROM classified
         ), measured AS (
             SELECT *,
@@ -324,7 +315,7 @@ def _grouping_query(
         SELECT class, {", ".join(f"k{i}" for i in range(len(by)))}, provider, model, operation,
             outcome,
             reported, tokens > 0 AS has_tokens, units > 0 AS has_units, price_window,
-            category, error, status, cost_status, cost_currency, cost_code, cost_amount,
+            category, error, status, cost_status, cost_currency, cost_code, cost_amount, record,
             count(*) AS lines, sum(tokens) AS tokens, sum(units) AS units, min(ts) AS first_at,
             count(*) FILTER (WHERE {call}) AS calls
         FROM measured
@@ -369,11 +360,9 @@ def _group(row: tuple[Any, ...], width: int) -> CallGroup:
     )
 
 
-def _attribution(
-    connection: Any, files: Sequence[Path], since: datetime | None, until: datetime | None
-) -> AttributionFigures:
-    """Each request's latest attribution record (by its ``at``), aggregated: a second scan,
-    reading only the attribution columns."""
+def _attribution(connection: Any) -> AttributionFigures:
+    """Each request's latest attribution record (by its ``at``) among those the scan kept,
+    aggregated."""
     bands = ", ".join(
         f"count(*) FILTER (WHERE share >= {low} AND (share < {high}"
         + (" OR share = 1.0" if high == 1.0 else "")
@@ -383,22 +372,9 @@ def _attribution(
     known = "complete AND spend IS NOT NULL"
     [row] = connection.execute(
         f"""
-        WITH records AS (
-            SELECT request_id, try_cast("at" AS TIMESTAMPTZ) AS ts,
-                {{
-                    'rendered': try_cast(rendered_tokens AS BIGINT),
-                    'cited': try_cast(cited_tokens AS BIGINT),
-                    'share': try_cast(cited_token_share AS DOUBLE),
-                    'reconcilable': try_cast(reconcilable AS BOOLEAN),
-                    'spend': spend,
-                    'currency': currency,
-                    'complete': try_cast(spend_complete AS BOOLEAN)
-                }} AS record
-            FROM {source({name: _COLUMNS[name] for name in _ATTRIBUTION_COLUMNS})}
-            WHERE schema = 1 AND kind = 'attribution' AND request_id IS NOT NULL
-        ), latest AS (
-            SELECT request_id AS request, unnest(arg_max(record, ts))
-            FROM records WHERE {in_range(since, until)} GROUP BY request_id
+        WITH latest AS (
+            SELECT unnest(arg_max(record, record."at"))
+            FROM grouped WHERE class = 'attribution' GROUP BY record.request
         ), measured AS (
             SELECT * REPLACE (try_cast(spend AS DECIMAL(38, 24)) AS spend) FROM latest
         )
@@ -412,8 +388,7 @@ def _attribution(
             count(*) FILTER (WHERE NOT reconcilable),
             list(request ORDER BY request) FILTER (WHERE NOT reconcilable)
         FROM measured
-        """,
-        parameters(files, since, until),
+        """
     ).fetchall()
     (requests, with_share, mean, median, *rest) = row
     band_counts, rest = rest[: len(_SHARE_BANDS)], rest[len(_SHARE_BANDS) :]
@@ -434,28 +409,3 @@ def _attribution(
         earned_nothing=tuple(nothing_ids or ()),
         unreconcilable=tuple(unrec_ids or ()),
     )
-
-
-def count_lines(files: Sequence[Path]) -> int:
-    """Lines in ``files``; a last line without its newline counts."""
-    lines = 0
-    for path in files:
-        last = b"\n"
-        with path.open("rb") as handle:
-            while chunk := handle.read(1 << 22):
-                lines += chunk.count(b"\n")
-                last = chunk[-1:]
-        lines += last != b"\n"
-    return lines
-
-
-def count_blank_lines(files: Sequence[Path]) -> int:
-    """Empty lines in ``files`` (skipped by the reader, and not problems)."""
-    blank = 0
-    for path in files:
-        previous = b"\n"  # a file starts at the start of a line
-        with path.open("rb") as handle:
-            while chunk := handle.read(1 << 22):
-                blank += chunk.count(b"\n\n") + (previous == b"\n" and chunk[:1] == b"\n")
-                previous = chunk[-1:]
-    return blank
