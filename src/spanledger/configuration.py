@@ -10,6 +10,7 @@ unless ``install=False``.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from os import PathLike
 from typing import TYPE_CHECKING
 
 from spanledger import _settings as settings
+from spanledger._logs import get_logger
 from spanledger.errors import ConfigurationError
 from spanledger.exporters.console import ConsoleSink
 from spanledger.exporters.jsonl import JsonlSink
@@ -31,7 +33,26 @@ if TYPE_CHECKING:
 
 __all__ = ["configure"]
 
+_log = get_logger("spanledger.configure")
 _OTLP_EXAMPLE = "http://localhost:4318"
+_SETTINGS = (
+    "SPANLEDGER_EVENTS",
+    "SPANLEDGER_PRICES",
+    "SPANLEDGER_CONSOLE",
+    "SPANLEDGER_SHUTDOWN_TIMEOUT",
+    "SPANLEDGER_PROMETHEUS_PORT",
+    "SPANLEDGER_PROMETHEUS_ADDR",
+)
+"""The ``SPANLEDGER_*`` variables ``configure()`` reads."""
+_TEST_SWITCHES = frozenset(
+    {
+        "SPANLEDGER_REQUIRE_E2E",
+        "SPANLEDGER_FUZZ_EXAMPLES",
+        "SPANLEDGER_PHOENIX_BIN",
+        "SPANLEDGER_OLDER_SDKS_SUITE",
+    }
+)
+"""Variables spanledger's own test suite reads: not settings, and not typos."""
 _LANGFUSE_EXAMPLE = "https://cloud.langfuse.com"
 
 
@@ -70,9 +91,14 @@ def configure(
     - ``shutdown_timeout`` / ``SPANLEDGER_SHUTDOWN_TIMEOUT``: seconds that flushing and shutting
       down may take in all (default 5).
 
+    A ``SPANLEDGER_*`` variable that is none of these is logged as ``unknown_setting`` (with
+    the setting it was probably meant to be), and a recorder with neither a sink nor a price
+    table as ``nothing_configured``: both are warnings on the ``spanledger.configure`` logger.
+
     Raises ``ConfigurationError`` (``PriceTableError`` for a price table) naming the setting.
     """
     env = os.environ if environ is None else environ
+    _warn_of_unknown_settings(env)
     given_providers = tracer_provider is not None or meter_provider is not None
     plan = _Plan(
         events=_events_setting(events_path, env),
@@ -94,9 +120,31 @@ def configure(
     except BaseException:
         Recorder(built, shutdown_timeout=plan.shutdown_timeout).shutdown()
         raise
+    if not recorder.sinks and plan.prices is None:
+        _log.warning(
+            "nothing_configured",
+            hint="events are sent nowhere: set SPANLEDGER_EVENTS, OTEL_EXPORTER_OTLP_ENDPOINT, "
+            "SPANLEDGER_PROMETHEUS_PORT, LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY, "
+            "SPANLEDGER_CONSOLE=1 or SPANLEDGER_PRICES, or pass them as arguments",
+        )
     if install:
         set_default_recorder(recorder)
     return recorder
+
+
+def _warn_of_unknown_settings(env: Mapping[str, str]) -> None:
+    """Name each ``SPANLEDGER_*`` variable ``configure()`` does not read: a typo would
+    otherwise turn a sink off without a word."""
+    for name in sorted(env):
+        if not name.startswith("SPANLEDGER_") or name in _SETTINGS or name in _TEST_SWITCHES:
+            continue
+        suffixes = [setting.removeprefix("SPANLEDGER_") for setting in _SETTINGS]
+        close = difflib.get_close_matches(name.removeprefix("SPANLEDGER_"), suffixes, 1, 0.75)
+        _log.warning(
+            "unknown_setting",
+            variable=name,
+            hint=f"did you mean SPANLEDGER_{close[0]}?" if close else "spanledger does not read it",
+        )
 
 
 # --------------------------------------------------------------------------- settings in effect

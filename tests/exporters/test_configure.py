@@ -388,3 +388,84 @@ def test_no_global_provider_is_ever_installed() -> None:
         line.split()[1] for line in done.stdout.splitlines() if line.startswith("PROVIDERS ")
     ]
     assert reported == ["ProxyTracerProvider", "_ProxyMeterProvider"]
+
+
+@pytest.mark.parametrize(
+    ("environ", "extra"),
+    [
+        ({"SPANLEDGER_PROMETHEUS_PORT": "9"}, "spanledger[prometheus]"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, "spanledger[otel]"),
+        (
+            {
+                "SPANLEDGER_PROMETHEUS_PORT": "9",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+            },
+            "spanledger[otel,prometheus]",
+        ),
+    ],
+)
+def test_a_missing_sdk_names_the_extra_the_configuration_needs(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], extra: str
+) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.resources", None)  # as if not installed
+    with pytest.raises(ImportError) as caught:
+        spanledger.configure(environ=environ)
+    assert str(caught.value).startswith(f"install {extra} to use this exporter")
+
+
+def _configure_warnings(
+    caplog: pytest.LogCaptureFixture, environ: dict[str, str]
+) -> tuple[Recorder, list[str]]:
+    with caplog.at_level("WARNING", logger="spanledger.configure"):
+        recorder = spanledger.configure(environ=environ, install=False)
+    recorder.shutdown()
+    return recorder, [r.getMessage() for r in caplog.records if r.name == "spanledger.configure"]
+
+
+def test_a_mistyped_setting_is_named_with_the_one_it_resembles(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    recorder, warnings = _configure_warnings(caplog, {"SPANLEDGER_EVENT": str(tmp_path / "e")})
+
+    assert recorder.sinks == ()
+    assert warnings[0] == (
+        "unknown_setting variable='SPANLEDGER_EVENT' hint='did you mean SPANLEDGER_EVENTS?'"
+    )
+    assert warnings[1].startswith("nothing_configured hint='events are sent nowhere: set ")
+    assert str(tmp_path) not in " ".join(warnings)  # the value is never quoted
+
+
+def test_an_unrelated_spanledger_variable_is_named_and_the_rest_still_applies(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    environ = {"SPANLEDGER_THEME": "blue", "SPANLEDGER_EVENTS": str(tmp_path / "e.jsonl")}
+    recorder, warnings = _configure_warnings(caplog, environ)
+
+    assert [type(sink) for sink in recorder.sinks] == [JsonlSink]
+    assert warnings == [
+        "unknown_setting variable='SPANLEDGER_THEME' hint='spanledger does not read it'"
+    ]
+
+
+def test_known_settings_and_test_switches_draw_no_warning(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    environ = {
+        "SPANLEDGER_EVENTS": str(tmp_path / "e.jsonl"),
+        "SPANLEDGER_CONSOLE": "0",
+        "SPANLEDGER_SHUTDOWN_TIMEOUT": "2",
+        "SPANLEDGER_REQUIRE_E2E": "1",
+        "OTHER_TOOL_EVENT": "x",
+    }
+    _, warnings = _configure_warnings(caplog, environ)
+    assert warnings == []
+
+
+def test_a_price_table_alone_is_a_configuration(caplog: pytest.LogCaptureFixture) -> None:
+    from spanledger.ledger import example_prices_path
+
+    recorder, warnings = _configure_warnings(
+        caplog, {"SPANLEDGER_PRICES": str(example_prices_path())}
+    )
+    assert recorder.sinks == ()
+    assert warnings == []

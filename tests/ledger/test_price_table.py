@@ -385,6 +385,17 @@ def test_invalid_toml_is_refused_naming_the_file(tmp_path: Path) -> None:
     assert "TOML" in str(caught.value).upper()
 
 
+@pytest.mark.parametrize("name", ["prices.yaml", "prices.YML"])
+def test_a_yaml_table_is_refused_as_yaml_not_misread_as_toml(tmp_path: Path, name: str) -> None:
+    path = _write(tmp_path, name, "currency: USD\nprices:\n  - provider: openai\n")
+    with pytest.raises(PriceTableError) as caught:
+        PriceTable.load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: YAML is not a price-table format;")
+    assert "TOML (.toml) or JSON (.json)" in message
+    assert "not valid TOML" not in message
+
+
 def test_invalid_json_is_refused_naming_the_file(tmp_path: Path) -> None:
     path = _write(tmp_path, "broken.json", '{"prices": [')
     with pytest.raises(PriceTableError) as caught:

@@ -176,7 +176,7 @@ def otel_pipeline(
 
         from spanledger.exporters.otel import OtelExporter
     except ImportError as error:
-        raise missing_extra("otel", error) from None
+        raise missing_extra(_extras_for(otlp, prometheus), error) from None
 
     resource = Resource.create({"service.name": service_name})
     spans = None
@@ -219,6 +219,13 @@ def otel_pipeline(
         capture_payload=capture_payload,
         pipeline=pipeline,
     )
+
+
+def _extras_for(otlp: OtlpSettings | None, prometheus: tuple[str, int] | None) -> str:
+    """The extras a configuration needs: ``otel`` for OTLP, ``prometheus`` for the scrape
+    endpoint (which brings the OTel SDK too)."""
+    needed = [name for name, used in (("otel", otlp), ("prometheus", prometheus)) if used]
+    return ",".join(needed) or "otel"
 
 
 def _otlp_spans(otlp: OtlpSettings, timeout: float) -> CountingSpanProcessor:

@@ -47,6 +47,7 @@ _TABLE_FIELDS = frozenset({"currency", "prices"})
 _GLOB_CHARS = frozenset("*?[")
 _MILLION = Decimal(1_000_000)
 _CURRENCY = re.compile(r"[A-Z]{3}")
+_UNREAD_FORMATS = {".yaml": "YAML", ".yml": "YAML"}
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 
 MAX_RATE = Decimal(1_000_000)
@@ -164,7 +165,8 @@ class PriceTable:
 
     @classmethod
     def load(cls, path: str | PathLike[str]) -> PriceTable:
-        """Read a ``.json`` table, or a TOML one (any other suffix)."""
+        """Read a ``.json`` table, or a TOML one (any other suffix but YAML's, which is
+        refused by name rather than misread as TOML)."""
         location = Path(path)
         try:
             raw = location.read_bytes()
@@ -173,8 +175,13 @@ class PriceTable:
             raise PriceTableError(f"{location}: cannot read ({reason})") from None
         except ValueError:
             raise PriceTableError(f"{location}: cannot read (not a usable path)") from None
-        is_json = location.suffix.lower() == ".json"
-        return cls.from_dict(_parse(raw, is_json, location), source=str(location))
+        suffix = location.suffix.lower()
+        if suffix in _UNREAD_FORMATS:
+            raise PriceTableError(
+                f"{location}: {_UNREAD_FORMATS[suffix]} is not a price-table format; write the "
+                "table as TOML (.toml) or JSON (.json), as `spanledger prices example` shows"
+            )
+        return cls.from_dict(_parse(raw, suffix == ".json", location), source=str(location))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "<dict>") -> PriceTable:
