@@ -50,6 +50,7 @@ class CostCode(StrEnum):
     AMBIGUOUS_PRICE = "ambiguous_price"
     MISSING_RATE = "missing_rate"
     USAGE_NOT_REPORTED = "usage_not_reported"
+    USAGE_MALFORMED = "usage_malformed"
     FAILED_UNBILLED = "failed_unbilled"
     NOT_ATTEMPTED = "not_attempted"
 

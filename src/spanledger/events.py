@@ -44,6 +44,7 @@ __all__ = [
     "RerankUsage",
     "ScoredDocument",
     "SuccessEvent",
+    "UsageFigure",
     "builder_of",
     "new_call_id",
     "trusted_builder_of",
@@ -96,6 +97,20 @@ def _finite_score(value: float) -> float:
 
 Score = Annotated[float, Field(strict=True), AfterValidator(_finite_score)]
 
+UsageFigure = Literal["input_tokens", "search_units"]
+"""A usage figure a provider reports."""
+
+
+def _none_named(figures: tuple[UsageFigure, ...]) -> bool:
+    return not figures
+
+
+def _malformed_usage() -> Any:
+    """The usage figures a provider sent that were not counts (``"abc"``, ``-1``, ``6.0``):
+    left out of ``usage`` by the figure rule, and named here so that garbage from a provider
+    can be told from a figure it never sent. Written only when there are some."""
+    return Field(default=(), exclude_if=_none_named)
+
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -133,6 +148,7 @@ class EmbeddingResponse(_Record):
     usage: EmbeddingUsage | None = None
     response_id: str | None = None
     raw: Any = Field(repr=False)
+    malformed_usage: tuple[UsageFigure, ...] = _malformed_usage()
 
     @model_validator(mode="after")
     def _dimensions_match(self) -> EmbeddingResponse:
@@ -161,6 +177,7 @@ class RerankResponse(_Record):
     usage: RerankUsage | None = None
     response_id: str | None = None
     raw: Any = Field(repr=False)
+    malformed_usage: tuple[UsageFigure, ...] = _malformed_usage()
 
     @model_validator(mode="after")
     def _sorted_unique(self) -> RerankResponse:
@@ -308,6 +325,7 @@ class EmbeddingEvent(_EmbeddingCall, _Succeeded):
     kind: Literal["embedding"] = "embedding"
     usage: EmbeddingUsage | None = None
     dimensions: int | None = None
+    malformed_usage: tuple[UsageFigure, ...] = _malformed_usage()
 
 
 class EmbeddingFailedEvent(_EmbeddingCall, _Failed):
@@ -328,6 +346,7 @@ class RerankEvent(_RerankCall, _Succeeded):
     usage: RerankUsage | None = None
     result_count: Count
     results: list[ScoredDocument] | None = _payload()
+    malformed_usage: tuple[UsageFigure, ...] = _malformed_usage()
 
 
 class RerankFailedEvent(_RerankCall, _Failed):

@@ -9,8 +9,9 @@ scores that are not numbers, truncated or non-JSON bodies, and error statuses). 
 can carry the reply (``paths.Rig.paths``: our provider, the recording httpx transport replaying
 the provider's request, ``record_*(raw=...)`` for 2xx, and each instrumented official SDK)
 makes the call, and all must record one event of the same kind, with the same error category
-and the same figures: usage, ``response_id``, ``response_model``, ``dimensions`` /
-``result_count``, and for failures ``status_code``, ``retry_after`` and ``estimated_usage``.
+and the same figures: usage (and ``malformed_usage``), ``response_id``, ``response_model``,
+``dimensions`` / ``result_count``, and for failures ``status_code``, ``retry_after`` and
+``estimated_usage``.
 
 An SDK that raises on a 2xx body itself never hands that body over: its event must be a
 ``provider_invalid_response`` failure, and it is left out of the comparison. A path that is not
@@ -114,6 +115,7 @@ def record_of(seen: Seen) -> dict[str, object]:
                 response_id=embedded.response_id,
                 response_model=embedded.response_model,
                 dimensions=embedded.dimensions,
+                malformed_usage=list(embedded.malformed_usage),
             )
         case RerankEvent() as reranked:
             found.update(
@@ -121,6 +123,7 @@ def record_of(seen: Seen) -> dict[str, object]:
                 response_id=reranked.response_id,
                 response_model=reranked.response_model,
                 result_count=reranked.result_count,
+                malformed_usage=list(reranked.malformed_usage),
             )
     return found
 
@@ -436,7 +439,13 @@ REGRESSIONS = [
                 "meta": cohere_meta(search_units=1.0),
             }
         ),
-        {"kind": "rerank", "usage": None, "response_id": "r-1", "result_count": 1},
+        {
+            "kind": "rerank",
+            "usage": None,
+            "response_id": "r-1",
+            "result_count": 1,
+            "malformed_usage": ["search_units"],
+        },
     ),
     Regression(
         "cohere rerank: search_units 1 is",
@@ -454,6 +463,7 @@ REGRESSIONS = [
             "kind": "rerank",
             "usage": {"search_units": 1, "input_tokens": None},
             "result_count": 1,
+            "malformed_usage": [],
         },
     ),
     Regression(
@@ -484,7 +494,13 @@ REGRESSIONS = [
                 "usage": {"total_tokens": 2**63},
             }
         ),
-        {"kind": "embedding", "usage": None, "response_model": "voyage-3.5", "dimensions": 3},
+        {
+            "kind": "embedding",
+            "usage": None,
+            "response_model": "voyage-3.5",
+            "dimensions": 3,
+            "malformed_usage": ["input_tokens"],
+        },
     ),
     Regression(
         "openai embed: a token count in text is not reported",
@@ -499,7 +515,7 @@ REGRESSIONS = [
                 "usage": {"prompt_tokens": "12", "total_tokens": 12},
             }
         ),
-        {"kind": "embedding", "usage": None, "dimensions": 4},
+        {"kind": "embedding", "usage": None, "dimensions": 4, "malformed_usage": ["input_tokens"]},
     ),
     Regression(
         "openai embed: two entries share an index",

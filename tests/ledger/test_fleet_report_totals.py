@@ -82,7 +82,9 @@ def events(draw: st.DrawFn) -> Event:
         provider, model = draw(st.sampled_from(RERANKERS))
     common: dict[str, Any] = {"provider": provider, "started_at": at, "request_id": request}
     if shape == "embed":
-        return embedding_event(model, tokens=draw(figures), **common)
+        tokens = draw(figures)
+        garbage = () if tokens is not None else draw(st.sampled_from([(), ("input_tokens",)]))
+        return embedding_event(model, tokens=tokens, malformed_usage=garbage, **common)
     if shape == "rerank":
         units, tokens = draw(figures), draw(figures)
         usage = (
@@ -90,7 +92,9 @@ def events(draw: st.DrawFn) -> Event:
             if units is None and tokens is None
             else RerankUsage(search_units=units, input_tokens=tokens)
         )
-        return rerank_event(model, usage=usage, **common)
+        unsent = [name for name, value in (("input_tokens", tokens), ("search_units", units))]
+        sent_badly = draw(st.lists(st.sampled_from(unsent), unique=True)) if usage is None else []
+        return rerank_event(model, usage=usage, malformed_usage=sorted(sent_badly), **common)
     category, error_type, status = draw(st.sampled_from(FAILURES))
     estimate = draw(st.one_of(st.none(), st.integers(1, 3_000)))
     failure = {"category": category, "error_type": error_type, "status_code": status, **common}

@@ -306,6 +306,13 @@ def test_real_call_with_missing_or_malformed_usage_is_unmetered(standin: StandIn
         assert line is not None
         assert line.status is CostStatus.UNMETERED
         assert line.amount is None
+    missing, malformed = lines
+    assert missing is not None
+    assert malformed is not None
+    assert missing.code is CostCode.USAGE_NOT_REPORTED
+    assert malformed.code is CostCode.USAGE_MALFORMED  # garbage, told apart from absence
+    assert malformed.reason is not None
+    assert "(input_tokens) was not a count" in malformed.reason
 
 
 # --------------------------------------------------------------------------- failures

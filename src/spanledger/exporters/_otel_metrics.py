@@ -140,6 +140,7 @@ _Figures = tuple[
     int | None,  # search units reported
     CostLine | None,
     SpanContext | None,  # the call's span, so exemplars point at it
+    tuple[str, ...],  # usage figures the provider sent that were not counts
 ]
 
 
@@ -148,7 +149,9 @@ def _figures(event: Event, span: SpanContext | None) -> _Figures:
     kept, only the span's identity."""
     input_tokens = search_units = None
     error = None
+    malformed: tuple[str, ...] = ()
     if isinstance(event, SUCCEEDED_EVENTS):
+        malformed = event.malformed_usage
         usage = event.usage
         if usage is not None:
             input_tokens = usage.input_tokens
@@ -166,6 +169,7 @@ def _figures(event: Event, span: SpanContext | None) -> _Figures:
         search_units,
         event.cost,
         span,
+        malformed,
     )
 
 
@@ -218,6 +222,11 @@ class GenAIMetrics:
             "spanledger.cost.unpriced",
             unit="{call}",
             description="Calls whose usage could not be priced (unpriced or unmetered).",
+        )
+        self.malformed_usage = meter.create_counter(
+            "spanledger.usage.malformed",
+            unit="{figure}",
+            description="Usage figures a provider sent that were not counts (left unreported).",
         )
         self.cited_share = meter.create_histogram(
             "spanledger.attribution.cited_token_share",
@@ -363,6 +372,7 @@ class GenAIMetrics:
         search_units: int | None,
         cost: CostLine | None,
         span: SpanContext | None,
+        malformed: tuple[str, ...] = (),
     ) -> None:
         context = trace.set_span_in_context(NonRecordingSpan(span)) if span is not None else None
         provider, model = self._labels(embedding, provider, model)
@@ -388,6 +398,16 @@ class GenAIMetrics:
             )
         if cost is not None:
             self._record_cost(provider, model, cost, context)
+        for figure in malformed:
+            self.malformed_usage.add(
+                1,
+                {
+                    "gen_ai.provider.name": provider,
+                    "gen_ai.request.model": model,
+                    "spanledger.usage.figure": figure,
+                },
+                context,
+            )
 
     def _record_cost(
         self, provider: str, model: str, line: CostLine, context: Context | None

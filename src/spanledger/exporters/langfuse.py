@@ -99,6 +99,8 @@ def _fields(event: Event, cost: CostLine | None) -> dict[str, Any]:
             metadata["response_id"] = event.response_id
         if event.usage is not None and event.usage.input_tokens is not None:
             usage["input"] = event.usage.input_tokens
+        if event.malformed_usage:
+            metadata["malformed_usage"] = list(event.malformed_usage)
     if isinstance(event, EmbeddingEvent) and event.dimensions is not None:
         metadata["dimensions"] = event.dimensions
     if isinstance(event, RerankEvent):

@@ -181,6 +181,8 @@ def _attributes(event: Event, with_identity: bool, cost: CostLine | None) -> dic
                 attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
             if isinstance(usage, RerankUsage) and usage.search_units is not None:
                 attributes["spanledger.usage.search_units"] = usage.search_units
+        if event.malformed_usage:
+            attributes["spanledger.usage.malformed"] = list(event.malformed_usage)
         if isinstance(event, EmbeddingEvent):
             if event.dimensions is not None:
                 attributes["gen_ai.embeddings.dimension.count"] = event.dimensions

@@ -179,6 +179,7 @@ def _priced(group: CallGroup, ledger: Ledger | None) -> CostLine:
         outcome=group.outcome,
         failure=group.failure,
         kind=group.operation,
+        malformed=group.malformed,
     )
 
 

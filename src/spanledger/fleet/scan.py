@@ -58,6 +58,7 @@ _COLUMNS = {
     "spend": "VARCHAR",
     "currency": "VARCHAR",
     "spend_complete": "VARCHAR",
+    "malformed_usage": "VARCHAR[]",
 }
 _EVENT_KINDS = ("embedding", "embedding_failed", "rerank", "rerank_failed")
 UNREADABLE = "not a readable JSON record"
@@ -74,9 +75,10 @@ _SHARE_BANDS = ((0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0))
 @dataclass(frozen=True)
 class CallGroup:
     """Calls that one price lookup prices alike: same provider, model, price-validity window
-    and outcome, and the same figures present. ``first_at`` is the earliest call's start (any
-    call of the group prices the same). ``cost`` is the recorded cost line's (status, currency,
-    code, amount) when the report prices from the log rather than a table."""
+    and outcome, and the same figures present (and the same sent malformed). ``first_at`` is
+    the earliest call's start (any call of the group prices the same). ``cost`` is the recorded
+    cost line's (status, currency, code, amount) when the report prices from the log rather
+    than a table."""
 
     keys: tuple[str, ...]
     provider: str
@@ -90,6 +92,7 @@ class CallGroup:
     first_at: datetime
     failure: tuple[str | None, str | None, int | None] = (None, None, None)
     cost: tuple[str | None, str | None, str | None, str | None] | None = None
+    malformed: tuple[str, ...] = ()
 
 
 @dataclass
@@ -201,7 +204,8 @@ def _scan(
         for row in connection.execute(
             f"""SELECT {keys}, provider, model, operation, outcome, reported, category, error,
                 status,
-                cost_status, cost_currency, cost_code, cost_amount, calls, tokens, units, first_at
+                cost_status, cost_currency, cost_code, cost_amount, calls, tokens, units, first_at,
+                malformed
             FROM grouped WHERE class = 'call'"""
         ).fetchall()
     ]
@@ -292,6 +296,8 @@ def _grouping_query(
                 CASE WHEN {call} AND kind LIKE '%_failed' THEN error_type END AS error,
                 CASE WHEN {call} AND kind LIKE '%_failed' THEN try_cast(status_code AS INTEGER)
                     END AS status,
+                CASE WHEN {call} AND kind IN ('embedding', 'rerank')
+                    AND len(malformed_usage) > 0 THEN list_sort(malformed_usage) END AS malformed,
                 {cost_columns}, ts,
                 CASE WHEN class = 'attribution' THEN {{
                     'request': request_id,
@@ -316,8 +322,8 @@ def _grouping_query(
             outcome,
             reported, tokens > 0 AS has_tokens, units > 0 AS has_units, price_window,
             category, error, status, cost_status, cost_currency, cost_code, cost_amount, record,
-            count(*) AS lines, sum(tokens) AS tokens, sum(units) AS units, min(ts) AS first_at,
-            count(*) FILTER (WHERE {call}) AS calls
+            malformed, count(*) AS lines, sum(tokens) AS tokens, sum(units) AS units,
+            min(ts) AS first_at, count(*) FILTER (WHERE {call}) AS calls
         FROM measured
         GROUP BY ALL
     """
@@ -342,6 +348,7 @@ def _group(row: tuple[Any, ...], width: int) -> CallGroup:
         tokens,
         units,
         first_at,
+        malformed,
     ) = row[width:]
     recorded = cost_status is not None or cost_amount is not None
     return CallGroup(
@@ -357,6 +364,7 @@ def _group(row: tuple[Any, ...], width: int) -> CallGroup:
         first_at=first_at,
         failure=(category, error, status),
         cost=(cost_status, cost_currency, cost_code, cost_amount) if recorded else None,
+        malformed=tuple(str(name) for name in malformed or ()),
     )
 
 

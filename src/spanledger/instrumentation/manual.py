@@ -30,7 +30,7 @@ from typing import Any, Self
 from spanledger import figures
 from spanledger._logs import get_logger
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
-from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument
+from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument, UsageFigure
 from spanledger.instrumentation._errors import describe
 from spanledger.recorder import Recorder, get_recorder
 from spanledger.recording.call import Recording, logged
@@ -45,7 +45,7 @@ from spanledger.recording.facts import (
 from spanledger.recording.reported import answered_badly, reported
 from spanledger.wire.endpoints import Operation, endpoint_for
 from spanledger.wire.http import parse_json
-from spanledger.wire.read import rerank_usage
+from spanledger.wire.read import malformed, rerank_usage
 
 __all__ = ["EmbeddingRecord", "RerankRecord", "record_embedding", "record_rerank"]
 
@@ -212,6 +212,9 @@ class EmbeddingRecord(_Record):
                 if response_model is not None
                 else found.response_model,
                 dimensions=positive_int(dimensions) or _width(vectors) or found.dimensions,
+                malformed_usage=_malformed(usage, rerank=False)
+                if usage is not None
+                else found.malformed_usage,
             )
 
         self._end_succeeded(given_figures)
@@ -262,6 +265,9 @@ class RerankRecord(_Record):
                 else found.response_model,
                 result_count=count,
                 results=_scored(results),
+                malformed_usage=_malformed(usage, rerank=True)
+                if usage is not None
+                else found.malformed_usage,
             )
 
         self._end_succeeded(given_figures)
@@ -356,6 +362,15 @@ def _rerank_usage(value: object) -> RerankUsage | None:
     if isinstance(value, RerankUsage):
         return value
     return rerank_usage(_field(value, "search_units"), _field(value, "input_tokens"))
+
+
+def _malformed(value: object, *, rerank: bool) -> tuple[UsageFigure, ...]:
+    """The figures of a caller-given usage that are there but are not counts (search units
+    only for a rerank)."""
+    if isinstance(value, EmbeddingUsage | RerankUsage):
+        return ()
+    units = _field(value, "search_units") if rerank else None
+    return malformed(_field(value, "input_tokens"), units)
 
 
 def _width(vectors: object) -> int | None:

@@ -11,6 +11,7 @@ the process's memory or its log without bound.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 from os import PathLike
@@ -106,8 +107,10 @@ def price_usage(
     usage: EmbeddingUsage | RerankUsage | None,
     *,
     estimated: bool = False,
+    malformed: Sequence[str] = (),
 ) -> CostLine:
-    """Price one billed call's usage (``None``: the provider reported none)."""
+    """Price one billed call's usage (``None``: the provider reported none; ``malformed``
+    names the figures it sent that were not counts)."""
     lookup = table.lookup(provider, model, at)
     entry = lookup.entry
     if entry is None:
@@ -137,8 +140,13 @@ def price_usage(
             status=CostStatus.UNMETERED,
             amount=per_request,
             currency=entry.currency if per_request is not None else None,
-            code=CostCode.USAGE_NOT_REPORTED,
-            reason="the provider reported no usage; only a per-request rate can be charged",
+            code=CostCode.USAGE_MALFORMED if malformed else CostCode.USAGE_NOT_REPORTED,
+            reason=(
+                f"the provider's usage ({', '.join(malformed)}) was not a count"
+                if malformed
+                else "the provider reported no usage"
+            )
+            + "; only a per-request rate can be charged",
             dimensions={"requests": per_request} if per_request is not None else {},
             price_entry=entry.label,
         )
@@ -223,12 +231,14 @@ class Ledger:
         outcome: Literal["succeeded", "estimated", "failed"],
         failure: tuple[str | None, str | None, int | None] = (None, None, None),
         kind: Literal["embedding", "rerank"] = "embedding",
+        malformed: Sequence[str] = (),
     ) -> CostLine:
         """The cost of ``calls`` calls that price alike (one provider, model and outcome, started
         within one validity window of the table, with the same figures present), ``usage``
         their summed figures. Pricing is linear in usage, so this is exactly the sum of pricing
         each call: ``spanledger report`` prices a log's groups this way. ``failure``: the
-        failed calls' category, error type and status code."""
+        failed calls' category, error type and status code; ``malformed``: the usage figures
+        they sent that were not counts."""
         if outcome == "failed":
             unbilled = unbilled_failure(kind, failure)
             if unbilled is not None:
@@ -236,7 +246,13 @@ class Ledger:
             line = price_usage(self.prices, provider, model, at, None)
         else:
             line = price_usage(
-                self.prices, provider, model, at, usage, estimated=outcome == "estimated"
+                self.prices,
+                provider,
+                model,
+                at,
+                usage,
+                estimated=outcome == "estimated",
+                malformed=malformed,
             )
         per_request = line.dimensions.get("requests")
         if calls == 1 or per_request is None or line.amount is None:
@@ -257,7 +273,12 @@ class Ledger:
         """The cost line for one event."""
         if isinstance(event, _SUCCESS):
             line = price_usage(
-                self.prices, event.provider, event.model, event.started_at, event.usage
+                self.prices,
+                event.provider,
+                event.model,
+                event.started_at,
+                event.usage,
+                malformed=event.malformed_usage,
             )
         elif event.estimated_usage is not None:
             line = price_usage(

@@ -151,6 +151,7 @@ def _figures(response: EmbeddingResponse | RerankResponse, model: str | None) ->
             response_id=response.response_id,
             response_model=model,
             dimensions=response.dimensions,
+            malformed_usage=response.malformed_usage,
         )
     return Figures(
         usage=response.usage,
@@ -158,6 +159,7 @@ def _figures(response: EmbeddingResponse | RerankResponse, model: str | None) ->
         response_model=model,
         result_count=len(response.results),
         results=response.results,
+        malformed_usage=response.malformed_usage,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 import httpx
 
@@ -22,6 +22,7 @@ from spanledger.events import (
     RerankResponse,
     RerankUsage,
     ScoredDocument,
+    UsageFigure,
     trusted_builder_of,
 )
 from spanledger.providers._calls import EmbedCall, RerankCall
@@ -220,16 +221,18 @@ def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> Embeddin
             "vectors are empty or of inconsistent length", "inconsistent_dimensions"
         )
     # every part was read and checked by the endpoint's rules: no second validation pass
-    return _embedding_response(
-        {
-            "vectors": vectors,
-            "dimensions": first.dimensions,
-            "model": first.model or bound_model,
-            "usage": usage,
-            "response_id": first.response_id,
-            "raw": raw,
-        }
-    )
+    response: dict[str, Any] = {
+        "vectors": vectors,
+        "dimensions": first.dimensions,
+        "model": first.model or bound_model,
+        "usage": usage,
+        "response_id": first.response_id,
+        "raw": raw,
+    }
+    malformed = _malformed_of(parts)
+    if malformed:
+        response["malformed_usage"] = malformed
+    return _embedding_response(response)
 
 
 def rerank_flow(
@@ -273,15 +276,25 @@ def _stitch_rerank(
     if mapping.endpoint.client_side_top_k and call.top_k is not None:
         del results[call.top_k :]
     # indices are unique per part and re-based apart, scores finite, and now sorted
-    return _rerank_response(
-        {
-            "results": results,
-            "model": first.model or mapping.model,
-            "usage": _sum_rerank_usage(parts),
-            "response_id": first.response_id,
-            "raw": raw,
-        }
-    )
+    response: dict[str, Any] = {
+        "results": results,
+        "model": first.model or mapping.model,
+        "usage": _sum_rerank_usage(parts),
+        "response_id": first.response_id,
+        "raw": raw,
+    }
+    malformed = _malformed_of(parts)
+    if malformed:
+        response["malformed_usage"] = malformed
+    return _rerank_response(response)
+
+
+def _malformed_of(parts: list[EmbeddingPart] | list[RerankPart]) -> tuple[UsageFigure, ...]:
+    """The usage figures any chunk sent that were not counts, in a fixed order."""
+    if len(parts) == 1:
+        return parts[0].malformed_usage
+    named = {figure for part in parts for figure in part.malformed_usage}
+    return tuple(figure for figure in get_args(UsageFigure) if figure in named)
 
 
 def _sum_rerank_usage(parts: list[RerankPart]) -> RerankUsage | None:

@@ -232,6 +232,8 @@ class Recording:
         usage = figures.usage
         fields["response_id"] = figures.response_id
         fields["response_model"] = figures.response_model
+        if figures.malformed_usage:
+            fields["malformed_usage"] = figures.malformed_usage
         if isinstance(facts, EmbedFacts):
             fields["input_count"] = facts.input_count
             fields["input_type"] = facts.input_type

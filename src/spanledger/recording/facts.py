@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from spanledger.estimates import utf8_bytes as utf8_length
-from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument
+from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument, UsageFigure
 from spanledger.wire.http import server_of
 
 __all__ = [
@@ -86,6 +86,7 @@ class Figures:
     dimensions: int | None = None
     result_count: int | None = None
     results: list[ScoredDocument] | None = None
+    malformed_usage: tuple[UsageFigure, ...] = ()
 
 
 def given(value: object) -> bool:

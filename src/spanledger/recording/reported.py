@@ -36,6 +36,7 @@ def reported(endpoint: Endpoint, payload: object, facts: EmbedFacts | RerankFact
             response_id=part.response_id,
             response_model=part.model,
             dimensions=part.dimensions,
+            malformed_usage=part.malformed_usage,
         )
     rerank = read_rerank(
         endpoint, payload, facts.document_count or None, facts.top_k, keep_results=False
@@ -48,6 +49,7 @@ def reported(endpoint: Endpoint, payload: object, facts: EmbedFacts | RerankFact
         response_id=rerank.response_id,
         response_model=rerank.model,
         result_count=count,
+        malformed_usage=rerank.malformed_usage,
     )
 
 

@@ -17,6 +17,7 @@ from spanledger.events import (
     EmbeddingUsage,
     RerankUsage,
     ScoredDocument,
+    UsageFigure,
     builder_of,
     trusted_builder_of,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "EmbeddingPart",
     "RerankPart",
     "embedding_usage",
+    "malformed",
     "read_embeddings",
     "read_rerank",
     "rerank_usage",
@@ -61,6 +63,7 @@ class EmbeddingPart:
     response_id: str | None
     model: str | None
     raw: Any
+    malformed_usage: tuple[UsageFigure, ...] = ()
 
 
 @dataclass(slots=True)
@@ -74,6 +77,7 @@ class RerankPart:
     model: str | None
     raw: Any
     count: int
+    malformed_usage: tuple[UsageFigure, ...] = ()
 
 
 _embedding_usages: dict[int, EmbeddingUsage] = {}
@@ -92,6 +96,22 @@ def embedding_usage(input_tokens: object) -> EmbeddingUsage | None:
         if len(_embedding_usages) < _USAGES_KEPT:
             _embedding_usages[tokens] = usage
     return usage
+
+
+_NONE_MALFORMED: tuple[UsageFigure, ...] = ()
+
+
+def malformed(tokens: object, units: object = None) -> tuple[UsageFigure, ...]:
+    """The figures among those sent (``tokens``, ``units``: ``None`` when absent) that the
+    figure rule does not take as counts."""
+    if tokens is None and units is None:
+        return _NONE_MALFORMED
+    named: list[UsageFigure] = []
+    if tokens is not None and figures.count(tokens) is None:
+        named.append("input_tokens")
+    if units is not None and figures.count(units) is None:
+        named.append("search_units")
+    return tuple(named)
 
 
 def rerank_usage(search_units: object, input_tokens: object) -> RerankUsage | None:
@@ -223,13 +243,16 @@ def read_embeddings(
     if floats:
         vectors = float_vectors(vectors, keep_vectors)
     readers = _readers_of(endpoint)
+    tokens = readers.tokens(payload)
+    usage = embedding_usage(tokens)
     return EmbeddingPart(
         vectors,
         _common_width(vectors, dtype),
-        embedding_usage(readers.tokens(payload)),
+        usage,
         figures.response_id(readers.id(payload)),
         figures.response_model(readers.model(payload)),
         payload,
+        _NONE_MALFORMED if usage is not None else malformed(tokens),
     )
 
 
@@ -247,6 +270,9 @@ def read_rerank(
     only records how many there were."""
     readers = _readers_of(endpoint)
     items = require_list(readers.results(payload), "results")
+    units, tokens = readers.units(payload), readers.tokens(payload)
+    usage = rerank_usage(units, tokens)
+    whole = usage is not None and usage.search_units is not None and usage.input_tokens is not None
     return RerankPart(
         rerank_results(
             items,
@@ -256,11 +282,12 @@ def read_rerank(
             limit=None if endpoint.client_side_top_k else top_k,
             keep=keep_results,
         ),
-        rerank_usage(readers.units(payload), readers.tokens(payload)),
+        usage,
         figures.response_id(readers.id(payload)),
         figures.response_model(readers.model(payload)),
         payload,
         len(items),
+        _NONE_MALFORMED if whole else malformed(tokens, units),
     )
 
 
