@@ -85,6 +85,7 @@ def test_dashboard_and_alert_against_real_prometheus() -> None:
         unpriced = JinaReranker("jina-reranker-unlisted", base_url=standin.base_url("jina"))
         unmetered = TEIEmbeddings("bge-small", base_url=standin.base_url("tei"))
         failing = CohereReranker("fail-503", base_url=standin.base_url("cohere"))
+        garbage = CohereReranker("usage-malformed", base_url=standin.base_url("cohere"))
 
         def traffic() -> None:
             with spanledger.use(recorder):
@@ -94,6 +95,7 @@ def test_dashboard_and_alert_against_real_prometheus() -> None:
                 unmetered.embed(["tides"])
                 with pytest.raises(spanledger.ProviderError):
                     failing.rerank("moon", ["tides"])
+                garbage.rerank("moon", ["tides"])  # search_units: "abc"
 
         traffic()
         with PrometheusServer(binary, [f"127.0.0.1:{endpoint.port}"], [RULES]) as prometheus:
@@ -129,4 +131,18 @@ def test_dashboard_and_alert_against_real_prometheus() -> None:
             assert "rerank-v3.5" not in firing  # priced usage never alerts
             assert "embed-v4.0" not in firing
             assert "bge-small" not in firing  # TEI: no usage, but priced per request (free)
+
+            def malformed_firing() -> list[dict[str, str]]:
+                return [
+                    alert["labels"]
+                    for alert in prometheus.alerts()
+                    if alert["labels"].get("alertname") == "SpanledgerMalformedUsage"
+                    and alert["state"] == "firing"
+                ]
+
+            assert wait_until(lambda: bool(malformed_firing()), 30), prometheus.alerts()
+            assert [
+                (labels["gen_ai_request_model"], labels["spanledger_usage_figure"])
+                for labels in malformed_firing()
+            ] == [("usage-malformed", "search_units")]  # a sound figure never alerts
         recorder.shutdown()
