@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -33,6 +34,22 @@ def _binary(name: str) -> str:
     if found is None:
         require_backend(f"{name} not installed: apt-get install prometheus")
     return found
+
+
+DASHBOARDS_README = DASHBOARD.parents[1] / "README.md"
+_SCRAPE_LABELS = {"__name__", "job", "instance", "le", "otel_scope_name", "otel_scope_version"}
+
+
+def documented_labels() -> dict[str, set[str]]:
+    """The metric table of dashboards/README.md: each metric's documented labels (the
+    backticked names in its labels cell, parenthesised values left out)."""
+    table: dict[str, set[str]] = {}
+    for line in DASHBOARDS_README.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            names = re.sub(r"\([^)]*\)", "", cells[1])
+            table[cells[0].strip("`")] = set(re.findall(r"`([a-z_]+)`", names))
+    return table
 
 
 def dashboard_expressions() -> list[str]:
@@ -139,6 +156,15 @@ def test_dashboard_and_alert_against_real_prometheus() -> None:
                     if alert["labels"].get("alertname") == "SpanledgerMalformedUsage"
                     and alert["state"] == "firing"
                 ]
+
+            documented = documented_labels()
+            assert len(documented) == 6, documented
+            for metric, labels in documented.items():
+                series = prometheus.query(f'{{__name__=~"{metric}(_count)?"}}')
+                assert series, f"documented metric {metric} has no series"
+                seen = {name for each in series for name in each["metric"]} - _SCRAPE_LABELS
+                assert seen <= labels, f"{metric}: labels {sorted(seen - labels)} undocumented"
+                assert labels <= seen, f"{metric}: documented {sorted(labels - seen)} not seen"
 
             assert wait_until(lambda: bool(malformed_firing()), 30), prometheus.alerts()
             assert [
