@@ -4,6 +4,7 @@ the Collector pipeline is consistently wired and uses spanledger's Langfuse inge
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import yaml
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 import spanledger
-from spanledger import JsonlSink
+from spanledger import JsonlSink, configuration
 from spanledger.exporters.langfuse import LangfuseExporter
 from spanledger.exporters.otel import OtelExporter
 from spanledger.providers import CohereEmbeddings
@@ -125,3 +126,10 @@ def test_collector_pipeline_is_consistently_wired() -> None:
     assert load_env("collector.env")["OTEL_EXPORTER_OTLP_ENDPOINT"].endswith(
         receiver_endpoint.rsplit(":", 1)[1]
     )
+
+
+def test_the_readme_table_names_every_setting_configure_reads() -> None:
+    text = (FOLDER / "README.md").read_text()
+    table = "\n".join(line for line in text.splitlines() if line.startswith("| `"))
+    named = set(re.findall(r"`(SPANLEDGER_[A-Z_]+)", table))
+    assert named == set(configuration.SETTING_VARIABLES)

@@ -31,11 +31,11 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
-__all__ = ["configure"]
+__all__ = ["SETTING_VARIABLES", "configure"]
 
 _log = get_logger("spanledger.configure")
 _OTLP_EXAMPLE = "http://localhost:4318"
-_SETTINGS = (
+SETTING_VARIABLES = (
     "SPANLEDGER_EVENTS",
     "SPANLEDGER_PRICES",
     "SPANLEDGER_CONSOLE",
@@ -135,10 +135,11 @@ def configure(
 def _warn_of_unknown_settings(env: Mapping[str, str]) -> None:
     """Name each ``SPANLEDGER_*`` variable ``configure()`` does not read: a typo would
     otherwise turn a sink off without a word."""
+    known = {*SETTING_VARIABLES, *_TEST_SWITCHES}
     for name in sorted(env):
-        if not name.startswith("SPANLEDGER_") or name in _SETTINGS or name in _TEST_SWITCHES:
+        if not name.startswith("SPANLEDGER_") or name in known:
             continue
-        suffixes = [setting.removeprefix("SPANLEDGER_") for setting in _SETTINGS]
+        suffixes = [setting.removeprefix("SPANLEDGER_") for setting in SETTING_VARIABLES]
         close = difflib.get_close_matches(name.removeprefix("SPANLEDGER_"), suffixes, 1, 0.75)
         _log.warning(
             "unknown_setting",
