@@ -80,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
         default=90,
         help="report entries whose 'checked' date is older than this (default 90)",
     )
+    importer = prices_commands.add_parser(
+        "import",
+        help="write a dated table of embedding prices from genai-prices' bundled data (offline)",
+    )
+    importer.add_argument("source", choices=("genai-prices",), help="where the prices come from")
+    importer.add_argument(
+        "--output", type=Path, help="write the table to this file instead of standard output"
+    )
     return parser
 
 
@@ -146,6 +154,10 @@ def _run(args: argparse.Namespace) -> int:
 
         sys.stdout.write(example_prices_path().read_text(encoding="utf-8"))
         return 0
+    if args.command == "prices" and args.prices_command == "import":
+        from spanledger.reporting import run_prices_import
+
+        return run_prices_import(args.output, out=sys.stdout, err=sys.stderr)
     if args.command == "prices":
         from spanledger.reporting import run_prices_check
 

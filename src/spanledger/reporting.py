@@ -18,7 +18,7 @@ from spanledger.fleet.sources import log_files
 from spanledger.ledger.prices import PriceTable, PriceTableError
 from spanledger.ledger.pricing import Ledger
 
-__all__ = ["run_export", "run_prices_check", "run_report"]
+__all__ = ["run_export", "run_prices_check", "run_prices_import", "run_report"]
 
 
 def run_report(
@@ -107,4 +107,41 @@ def run_prices_check(table_path: Path, *, stale_days: int, out: TextIO) -> int:
     for entry in table.stale(older_than=timedelta(days=stale_days)):
         when = entry.checked.isoformat() if entry.checked else "never"
         out.write(f"stale: {entry.label} (checked {when}; older than {stale_days} days)\n")
+    return 0
+
+
+def run_prices_import(output: Path | None, *, out: TextIO, err: TextIO) -> int:
+    """Write a dated table of genai-prices' embedding prices (to ``output``, else ``out``) and
+    say on ``err`` what was written and what was skipped. Raises ``ConfigurationError`` when
+    genai-prices is missing or nothing could be imported."""
+    from spanledger.errors import ConfigurationError
+    from spanledger.ledger.imported import read_genai_prices
+
+    imported = read_genai_prices()
+    if not imported.entries:
+        raise ConfigurationError(f"{imported.source} lists no embedding price spanledger can use")
+    text = imported.toml()
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+    else:
+        out.write(text)
+    per_provider: dict[str, int] = {}
+    for entry in imported.entries:
+        per_provider[entry.provider] = per_provider.get(entry.provider, 0) + 1
+    counts = ", ".join(f"{name} {count}" for name, count in sorted(per_provider.items()))
+    where = f" to {output}" if output is not None else ""
+    err.write(f"wrote {len(imported.entries)} entries ({counts}) from {imported.source}{where}\n")
+    unknown = imported.unknown_providers
+    if unknown:
+        total = sum(unknown.values())
+        named = ", ".join(f"{name} {count}" for name, count in sorted(unknown.items()))
+        err.write(
+            f"skipped {total} embedding model{'s' if total != 1 else ''} of providers "
+            f"spanledger does not know ({named})\n"
+        )
+    for reason, labels in sorted(imported.skipped.items()):
+        err.write(
+            f"skipped {len(labels)} embedding model{'s' if len(labels) != 1 else ''}, "
+            f"{reason}: {', '.join(labels)}\n"
+        )
     return 0
