@@ -13,7 +13,7 @@ from spanledger._version import __version__
 
 if TYPE_CHECKING:
     from spanledger import instrumentation
-    from spanledger.attribution import RequestScope, current_request, request
+    from spanledger.attribution import RequestScope, carry, current_request, request
     from spanledger.configuration import configure
     from spanledger.errors import ConfigurationError, ErrorCategory, Fingerprint, ProviderError
     from spanledger.eventlog import EventLog, LogProblem, iter_events, read_events
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "CallStarted": "spanledger.events",
     "ConfigurationError": "spanledger.errors",
+    "carry": "spanledger.attribution",
     "configure": "spanledger.configuration",
     "ConsoleSink": "spanledger.exporters",
     "current_request": "spanledger.attribution",
@@ -113,6 +114,7 @@ __all__ = [
     "ScoredDocument",
     "Vendor",
     "__version__",
+    "carry",
     "configure",
     "current_request",
     "get_recorder",

@@ -44,6 +44,7 @@ __all__ = [
     "Processor",
     "ProcessorStats",
     "Recorder",
+    "RequestAwareSink",
     "Sink",
     "SinkStats",
     "checked_timeout",
@@ -70,6 +71,16 @@ class StartAwareSink(Protocol):
     """A sink that also wants to know when a call begins (to open a live span, say)."""
 
     def call_started(self, started: CallStarted) -> None: ...
+
+
+@runtime_checkable
+class RequestAwareSink(Protocol):
+    """A sink that opens something around a whole request (the OTel exporter's request span):
+    ``request_started`` returns a handle that ``request_ended`` is given back."""
+
+    def request_started(self, request_id: str) -> object: ...
+
+    def request_ended(self, handle: object) -> None: ...
 
 
 @runtime_checkable
@@ -227,6 +238,9 @@ class Recorder:
         ) + tuple(slot for slot in self._slots if id(slot) not in starting)
         self.wants_call_started = bool(self._starters)
         """Whether any sink takes start notices (callers skip building one otherwise)."""
+        self._request_sinks = tuple(
+            slot for slot in self._slots if isinstance(slot.sink, RequestAwareSink)
+        )
         self._lock = _forksafe.lock(self, "_lock")
         self._scope_logged: set[str] = set()
 
@@ -315,6 +329,27 @@ class Recorder:
             else:
                 with self._lock:
                     slot.stats.delivered += 1
+
+    def request_started(self, request_id: str) -> tuple[tuple[_SinkSlot, object], ...]:
+        """Tell request-aware sinks that a request scope opened; what each opened is handed
+        back to ``request_ended``, innermost first."""
+        if not self._request_sinks:
+            return ()
+        opened: list[tuple[_SinkSlot, object]] = []
+        for slot in self._request_sinks:
+            try:
+                opened.append((slot, slot.sink.request_started(request_id)))  # type: ignore[union-attr]
+            except Exception as exc:
+                self._count_failure(slot, exc, "request_started")
+        return tuple(opened)
+
+    def request_ended(self, opened: tuple[tuple[_SinkSlot, object], ...]) -> None:
+        """Close what ``request_started`` opened, in the reverse order."""
+        for slot, handle in reversed(opened):
+            try:
+                slot.sink.request_ended(handle)  # type: ignore[union-attr]
+            except Exception as exc:
+                self._count_failure(slot, exc, "request_ended")
 
     def record_attribution(self, record: AttributionRecord) -> None:
         """Hand a request's attribution summary to every sink that takes one."""

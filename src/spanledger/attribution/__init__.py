@@ -10,7 +10,7 @@ from spanledger.attribution.frames import (
     UsageReport,
     token_cost,
 )
-from spanledger.attribution.scope import RequestScope, current_request, request
+from spanledger.attribution.scope import RequestScope, carry, current_request, request
 from spanledger.attribution.tracker import FrameLike, FrameTracker
 from spanledger.attribution.uses import AttributionReport, ContextUse, Problem, ProblemKind
 
@@ -28,6 +28,7 @@ __all__ = [
     "RequestScope",
     "ServedFrame",
     "UsageReport",
+    "carry",
     "current_request",
     "find_labels",
     "label_map",

@@ -3,14 +3,18 @@
 ``request(request_id)`` opens a ``RequestScope`` through the recorder's call-scope hook, so
 every call inside carries the ``request_id`` and the recorder hands the scope its events; the
 scope's frame tracker follows the retrieved passages, and ``report()`` joins the two into the
-request's attribution and bill.
+request's attribution and bill. Request-aware sinks hear the scope open and close: the OTel
+exporter opens the request's span there, so the request is one trace. Work handed to another
+thread keeps the request (and its span) when wrapped with ``carry``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextvars
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from os import PathLike
+from typing import ParamSpec, TypeVar
 
 from spanledger import _forksafe
 from spanledger.attribution.bill import RequestReport
@@ -19,7 +23,10 @@ from spanledger.events import Event
 from spanledger.ledger import Pricer, PriceTable, as_pricer
 from spanledger.recorder import current_scope, enter_scope, exit_scope, get_recorder
 
-__all__ = ["RequestScope", "current_request", "request"]
+__all__ = ["RequestScope", "carry", "current_request", "request"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class RequestScope:
@@ -83,10 +90,30 @@ def current_request() -> RequestScope | None:
 
 @contextmanager
 def request(request_id: str) -> Iterator[RequestScope]:
-    """Open a request scope: calls inside carry ``request_id`` and are kept on the scope."""
+    """Open a request scope: calls inside carry ``request_id`` and are kept on the scope, and
+    the current recorder's request-aware sinks open what they keep around it (a span)."""
     scope = RequestScope(request_id)
+    recorder = get_recorder()
+    opened = recorder.request_started(request_id)
     token = enter_scope(scope)
     try:
         yield scope
     finally:
         exit_scope(token)
+        recorder.request_ended(opened)
+
+
+def carry(function: Callable[P, R]) -> Callable[P, R]:
+    """``function``, to run in another thread as part of the current request: each run sees
+    the request scope, the recorder and the trace context that were current here (threads,
+    unlike asyncio tasks, start with none of them)::
+
+        with spanledger.request("turn-7"):
+            pool.submit(spanledger.carry(embed_batch), batch)
+    """
+    captured = contextvars.copy_context()
+
+    def carried(*args: P.args, **kwargs: P.kwargs) -> R:
+        return captured.copy().run(function, *args, **kwargs)
+
+    return carried

@@ -17,6 +17,7 @@ Only the ``opentelemetry-api`` is needed here; the SDK and exporters are the app
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import os
 import time
@@ -122,6 +123,21 @@ _Opening = tuple[str, dict[str, Any]]
 """A span's name and the attributes every call to the same endpoint and model opens with."""
 
 
+_BACKEND_KINDS = {
+    "embeddings": {
+        "openinference.span.kind": "EMBEDDING",
+        "langfuse.observation.type": "embedding",
+    },
+    "rerank": {
+        "openinference.span.kind": "RERANKER",
+        "langfuse.observation.type": "generation",  # Langfuse has no reranker type
+    },
+}
+"""What the backends key a span's kind on: OpenInference's (Phoenix, Arize) and Langfuse's
+observation type (one that carries usage and cost)."""
+_MODEL_NAME_KEYS = {"embeddings": "embedding.model_name", "rerank": "reranker.model_name"}
+
+
 def _opening(
     operation: str, provider: str, model: str, address: str | None, port: int | None
 ) -> _Opening:
@@ -130,7 +146,10 @@ def _opening(
         "gen_ai.operation.name": operation,
         "gen_ai.provider.name": encodable(provider),
         "gen_ai.request.model": model,
+        **_BACKEND_KINDS.get(operation, {}),
     }
+    if operation in _MODEL_NAME_KEYS:
+        attributes[_MODEL_NAME_KEYS[operation]] = model
     if address:
         attributes["server.address"] = encodable(address)
         if port is not None:
@@ -151,13 +170,18 @@ def _event_opening(event: Event) -> _Opening:
     return _opening(operation, event.provider, event.model, event.server_address, event.server_port)
 
 
-def span_attributes(event: Event, *, with_identity: bool = True) -> dict[str, Any]:
+def span_attributes(
+    event: Event, *, with_identity: bool = True, latest: bool = False
+) -> dict[str, Any]:
     """Every attribute the span gets for ``event``, payload excluded (``with_identity=False``
-    leaves out those already set when the span was opened)."""
-    return _attributes(event, with_identity, event.cost)
+    leaves out those already set when the span was opened; ``latest`` adds the experimental
+    GenAI names asked for by ``OTEL_SEMCONV_STABILITY_OPT_IN``)."""
+    return _attributes(event, with_identity, event.cost, latest)
 
 
-def _attributes(event: Event, with_identity: bool, cost: CostLine | None) -> dict[str, Any]:
+def _attributes(
+    event: Event, with_identity: bool, cost: CostLine | None, latest: bool = False
+) -> dict[str, Any]:
     """``span_attributes`` with the cost line given: a retried call's span shows what the
     whole logical call was charged, not its last attempt alone."""
     attributes = _identity(event, _event_opening(event)) if with_identity else {}
@@ -170,6 +194,11 @@ def _attributes(event: Event, with_identity: bool, cost: CostLine | None) -> dic
         attributes["spanledger.rerank.document_count"] = event.document_count
         if event.top_k is not None:
             attributes["gen_ai.request.top_k"] = event.top_k
+            attributes["reranker.top_k"] = event.top_k
+        if latest:  # the open GenAI rerank proposal's names
+            attributes["gen_ai.rerank.candidate.count"] = event.document_count
+            if event.top_k is not None:
+                attributes["gen_ai.rerank.top_n"] = event.top_k
     if isinstance(event, SUCCEEDED_EVENTS):
         if event.response_model is not None:
             attributes["gen_ai.response.model"] = event.response_model
@@ -177,10 +206,13 @@ def _attributes(event: Event, with_identity: bool, cost: CostLine | None) -> dic
             attributes["gen_ai.response.id"] = event.response_id
         usage = event.usage
         if usage is not None:
+            details: dict[str, int] = {}
             if usage.input_tokens is not None:
-                attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
+                attributes["gen_ai.usage.input_tokens"] = details["input"] = usage.input_tokens
             if isinstance(usage, RerankUsage) and usage.search_units is not None:
                 attributes["spanledger.usage.search_units"] = usage.search_units
+                details["search_units"] = usage.search_units
+            attributes["langfuse.observation.usage_details"] = json.dumps(details)
         if event.malformed_usage:
             attributes["spanledger.usage.malformed"] = list(event.malformed_usage)
         if isinstance(event, EmbeddingEvent):
@@ -192,6 +224,10 @@ def _attributes(event: Event, with_identity: bool, cost: CostLine | None) -> dic
         _add_failure(attributes, event)
     if cost is not None:
         attributes.update(cost_attributes(cost))
+        if "gen_ai.usage.cost" in attributes:
+            attributes["langfuse.observation.cost_details"] = json.dumps(
+                {"total": attributes["gen_ai.usage.cost"]}
+            )
     return attributes
 
 
@@ -281,6 +317,9 @@ class OtelExporter:
     (``label_overflows``, and the ``spanledger.metrics.label_overflow`` counter).
     ``owned=True`` shuts the providers down with the exporter; ``pipeline`` is the one
     ``spanledger.exporters.pipelines`` built for it (counted, bounded, fork-safe).
+    ``request_spans`` (default on): ``spanledger.request(...)`` opens a ``request`` span when
+    no span is current, so the request's calls are one trace under it, and its attribution
+    summary lands on it (on the span that was current, when there was one).
     """
 
     def __init__(
@@ -295,6 +334,7 @@ class OtelExporter:
         max_label_sets: int = DEFAULT_LABEL_SETS,
         owned: bool = False,
         pipeline: OtelPipeline | None = None,
+        request_spans: bool = True,
     ) -> None:
         if payload_cap < MIN_PAYLOAD_CAP:
             raise ValueError(f"payload_cap must be at least {MIN_PAYLOAD_CAP} bytes")
@@ -315,6 +355,8 @@ class OtelExporter:
         self._pipeline = pipeline
         self.capture_payload = capture_payload
         self.payload_cap = payload_cap
+        self.request_spans = request_spans
+        self._requests: dict[str, Span] = {}
         self._live: dict[str, tuple[Span, object]] = {}
         self._retried: dict[str, _Retried] = {}
         self._openings: dict[tuple[str, str, str, str | None, int | None], _Opening] = {}
@@ -336,6 +378,7 @@ class OtelExporter:
         then, not here: the SDK renews its locks in fork handlers that run after this one)."""
         self._live.clear()
         self._retried.clear()
+        self._requests.clear()
         if self._pipeline is not None and self._metrics is not None:
             self._metrics = None
             del self._providers[1:]
@@ -350,6 +393,40 @@ class OtelExporter:
                 if fresh is not None:
                     self._use_meter_provider(fresh)
             return self._metrics
+
+    def request_started(self, request_id: str) -> tuple[str, Span, object | None] | None:
+        """Open the request's span and make it current, unless one is current already (the
+        application's: used as is, and left open) or request spans are off."""
+        current = trace.get_current_span()
+        if current.get_span_context().is_valid:
+            self._requests.setdefault(request_id, current)
+            return request_id, current, None
+        if not self.request_spans:
+            return None
+        span = self._tracer.start_span(
+            "request",
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "spanledger.request_id": encodable(request_id),
+                "openinference.span.kind": "CHAIN",
+            },
+        )
+        self._requests[request_id] = span
+        return request_id, span, otel_context.attach(trace.set_span_in_context(span))
+
+    def request_ended(self, handle: tuple[str, Span, object | None] | None) -> None:
+        """Forget the request's span; end it if ``request_started`` opened it."""
+        if handle is None:
+            return
+        request_id, span, token = handle
+        if self._requests.get(request_id) is span:
+            del self._requests[request_id]
+        if token is None:
+            return
+        try:
+            otel_context.detach(token)  # type: ignore[arg-type]
+        finally:
+            span.end()
 
     def call_started(self, started: CallStarted) -> None:
         """Open the call's span and make it current for the rest of the call."""
@@ -388,7 +465,7 @@ class OtelExporter:
         else:
             span, end_time = self._whole_span(event)
         try:
-            self._render(span, _attributes(event, live is None, event.cost), event)
+            self._render(span, _attributes(event, live is None, event.cost, self._latest), event)
         finally:
             span.end(end_time=end_time)
         metrics = self._metrics
@@ -431,7 +508,7 @@ class OtelExporter:
             span, end_time = self._whole_span(event)
             cost = event.cost
         try:
-            attributes = _attributes(event, live is None, cost)
+            attributes = _attributes(event, live is None, cost, self._latest)
             attributes["spanledger.logical_call_id"] = logical
             if event.retried:
                 attributes["spanledger.attempt"] = event.attempt
@@ -494,9 +571,12 @@ class OtelExporter:
             )
 
     def attribution(self, record: AttributionRecord) -> None:
-        """Put the request's attribution on the current span (the request's) and record the
-        cited token share, when there is one, in its histogram."""
-        span = trace.get_current_span()
+        """Put the request's attribution on the request's span (while its scope is open; else
+        on the current span) and record the cited token share, when there is one, in its
+        histogram."""
+        span = self._requests.get(record.request_id)
+        if span is None or not span.is_recording():
+            span = trace.get_current_span()
         if span.is_recording():
             span.set_attributes(attribution_attributes(record))
         metrics = self._current_metrics()
