@@ -105,6 +105,10 @@ def _none_named(figures: tuple[UsageFigure, ...]) -> bool:
     return not figures
 
 
+def _nothing_in(mapping: dict[str, Any]) -> bool:
+    return not mapping
+
+
 def _malformed_usage() -> Any:
     """The usage figures a provider sent that were not counts (``"abc"``, ``-1``, ``6.0``):
     left out of ``usage`` by the figure rule, and named here so that garbage from a provider
@@ -398,3 +402,8 @@ class AttributionRecord(_Record):
     spend_complete: bool
     unknown_spend: str | None = None
     spend_per_cited_token: Decimal | None = None
+    calls_by_status: dict[str, Count] = Field(default_factory=dict, exclude_if=_nothing_in)
+    """The request's calls per cost status (``no_price_table`` when nothing priced them)."""
+    spend_by_status: dict[str, Decimal] = Field(default_factory=dict, exclude_if=_nothing_in)
+    """The known amount per cost status (priced, estimated, not billed), in ``currency``; a
+    status whose calls mix currencies is left out."""

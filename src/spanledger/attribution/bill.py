@@ -23,6 +23,8 @@ from spanledger.events import (
 )
 from spanledger.ledger import Pricer
 
+_AMOUNT_STATUSES = frozenset(status.value for status in KNOWN_STATUSES)
+
 __all__ = ["RequestReport"]
 
 
@@ -147,6 +149,12 @@ class RequestReport:
             spend_complete=unknown is None,
             unknown_spend=unknown,
             spend_per_cited_token=self.spend_per_cited_token(),
+            calls_by_status={status: count for status, (count, _) in self.by_status().items()},
+            spend_by_status={
+                status: amount
+                for status, (_, amount) in self.by_status().items()
+                if amount is not None and status in _AMOUNT_STATUSES
+            },
         )
 
     def render(self) -> str:

@@ -290,6 +290,18 @@ def attribution_attributes(record: AttributionRecord) -> dict[str, Any]:
         attributes["spanledger.attribution.spend_per_cited_token"] = float(
             record.spend_per_cited_token
         )
+    if record.currency:
+        attributes["spanledger.attribution.currency"] = record.currency
+    attributes["spanledger.attribution.calls"] = record.calls
+    attributes["spanledger.attribution.billed_input_tokens"] = record.billed_input_tokens
+    attributes["spanledger.attribution.billed_search_units"] = record.billed_search_units
+    attributes["spanledger.attribution.calls_without_usage"] = record.calls_without_usage
+    for status, calls in record.calls_by_status.items():
+        attributes[f"spanledger.attribution.calls.{encodable(status)}"] = calls
+    for status, amount in record.spend_by_status.items():
+        attributes[f"spanledger.attribution.spend.{encodable(status)}"] = float(amount)
+    if record.problems:  # why it is not reconcilable: frame ids and counts, never text
+        attributes["spanledger.attribution.problems"] = [encodable(p) for p in record.problems]
     return attributes
 
 
