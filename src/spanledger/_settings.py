@@ -222,6 +222,31 @@ def headers(value: Value) -> dict[str, str]:
     return headers
 
 
+def resource_attributes(value: Value) -> dict[str, str]:
+    """``OTEL_RESOURCE_ATTRIBUTES``: comma-separated ``key=value`` entries, URL-encoded. A bad
+    entry is named by its position (1 is the first), never by its content."""
+    attributes: dict[str, str] = {}
+    for position, entry in enumerate(str(value.raw).split(","), start=1):
+        if not entry.strip():
+            continue
+        key, separator, text = entry.partition("=")
+        key = unquote(key.strip())
+        problem = None
+        if not separator:
+            problem = "has no '=' between a key and its value"
+        elif not key or _CONTROL.search(key) or any(c.isspace() for c in key):
+            problem = "has no key before its '=' (a key is one word)"
+        elif _CONTROL.search(unquote(text.strip())):
+            problem = "has a control character in its value"
+        if problem is not None:
+            raise ConfigurationError(
+                f"{value.source} entry {position} {problem} (entries are key=value, "
+                "comma-separated; values are not shown)"
+            )
+        attributes[key] = unquote(text.strip())
+    return attributes
+
+
 def secret(value: Value) -> str:
     """A credential: any text without whitespace or control characters (never shown)."""
     raw = value.raw

@@ -157,6 +157,7 @@ class _OtelSetting:
     prometheus: tuple[str, int] | None
     prometheus_source: str
     service_name: str
+    resource: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,8 @@ def _otel_setting(
     port = settings.pick(prometheus_port, "prometheus_port", env, "SPANLEDGER_PROMETHEUS_PORT")
     if otlp is None and port is None:
         return None
+    named = settings.from_env(env, "OTEL_RESOURCE_ATTRIBUTES")
+    resource = settings.resource_attributes(named) if named is not None else {}
     prometheus = None
     if port is not None:
         address = settings.from_env(env, "SPANLEDGER_PROMETHEUS_ADDR")
@@ -197,7 +200,8 @@ def _otel_setting(
         otlp=otlp,
         prometheus=prometheus,
         prometheus_source=port.source if port is not None else "",
-        service_name=env.get("OTEL_SERVICE_NAME") or "spanledger",
+        service_name=env.get("OTEL_SERVICE_NAME") or resource.get("service.name") or "spanledger",
+        resource=resource,
     )
 
 
@@ -359,6 +363,7 @@ def _build_otel(setting: _OtelSetting, capture_payload: bool, timeout: float) ->
             otlp=setting.otlp,
             prometheus=setting.prometheus,
             service_name=setting.service_name,
+            resource_attributes=setting.resource,
             capture_payload=capture_payload,
             shutdown_timeout=timeout,
         )

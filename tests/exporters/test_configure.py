@@ -221,6 +221,76 @@ def test_service_name_from_environ_names_the_resource(providers: Providers) -> N
     assert exported_service_names(posts) == {"search-api"}
 
 
+def exported_resource(posts: list[SeenPost]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for post in posts:
+        if post.path.endswith("/v1/traces"):
+            request = ExportTraceServiceRequest.FromString(post.body)
+            for resource_spans in request.resource_spans:
+                for attribute in resource_spans.resource.attributes:
+                    found[attribute.key] = attribute.value.string_value
+    return found
+
+
+@pytest.mark.parametrize(
+    ("environ", "service", "project"),
+    [
+        ({"OTEL_SERVICE_NAME": "search-api"}, "search-api", "search-api"),
+        (
+            {"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attrs,deployment.environment=prod"},
+            "from-attrs",
+            "from-attrs",
+        ),
+        (
+            {
+                "OTEL_SERVICE_NAME": "search-api",
+                "OTEL_RESOURCE_ATTRIBUTES": "service.name=x,openinference.project.name=rag%20evals",
+            },
+            "search-api",
+            "rag evals",
+        ),
+        ({}, "spanledger", "spanledger"),
+    ],
+)
+def test_resource_names_the_service_and_phoenix_project_as_the_user_set_them(
+    providers: Providers, environ: dict[str, str], service: str, project: str
+) -> None:
+    with StatusServer(200) as backend:
+        recorder = spanledger.configure(
+            otlp_endpoint=backend.url,
+            environ={**environ, "OTEL_METRICS_EXPORTER": "none"},
+            install=False,
+        )
+        providers.embedder("cohere", "embed-v4.0", recorder).embed(["a"])
+        recorder.shutdown()
+        resource = exported_resource(backend.seen)
+    assert resource["service.name"] == service
+    assert resource["openinference.project.name"] == project
+    if "deployment.environment" in environ.get("OTEL_RESOURCE_ATTRIBUTES", ""):
+        assert resource["deployment.environment"] == "prod"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("a=1,novalue", "entry 2 has no '=' between a key and its value"),
+        ("=secret-value", "entry 1 has no key before its '='"),
+        ("k=bad%07value", "entry 1 has a control character in its value"),
+    ],
+)
+def test_a_bad_resource_attribute_is_named_by_position_never_quoted(
+    value: str, problem: str
+) -> None:
+    with pytest.raises(spanledger.ConfigurationError) as caught:
+        spanledger.configure(
+            otlp_endpoint="http://127.0.0.1:9",
+            environ={"OTEL_RESOURCE_ATTRIBUTES": value},
+            install=False,
+        )
+    assert str(caught.value).startswith(f"OTEL_RESOURCE_ATTRIBUTES {problem}")
+    assert "secret-value" not in str(caught.value)
+
+
 def test_tracer_provider_argument_is_used_instead_of_otlp(
     make_otel: Callable[..., OtelRig], providers: Providers
 ) -> None:

@@ -21,7 +21,7 @@ accepting them and never answering):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +55,7 @@ __all__ = [
     "langfuse_pipeline",
     "missing_extra",
     "otel_pipeline",
+    "service_resource",
 ]
 
 
@@ -164,6 +165,7 @@ def otel_pipeline(
     prometheus: tuple[str, int] | None,
     service_name: str,
     capture_payload: bool,
+    resource_attributes: Mapping[str, str] | None = None,
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
 ) -> OtelExporter:
     """An ``OtelExporter`` over providers private to spanledger: OTLP spans and metrics when
@@ -178,7 +180,7 @@ def otel_pipeline(
     except ImportError as error:
         raise missing_extra(_extras_for(otlp, prometheus), error) from None
 
-    resource = Resource.create({"service.name": service_name})
+    resource = Resource.create(service_resource(service_name, resource_attributes or {}))
     spans = None
     tracer_provider: Any = NoOpTracerProvider()
     make_reader = None
@@ -219,6 +221,15 @@ def otel_pipeline(
         capture_payload=capture_payload,
         pipeline=pipeline,
     )
+
+
+def service_resource(service_name: str, attributes: Mapping[str, str]) -> dict[str, str]:
+    """The resource the spans and metrics describe: ``attributes`` (``OTEL_RESOURCE_ATTRIBUTES``)
+    with ``service_name`` (``OTEL_SERVICE_NAME``, which wins), and Phoenix's project named
+    after the service unless the attributes name one (Phoenix ignores ``service.name``)."""
+    resource = {**attributes, "service.name": service_name}
+    resource.setdefault("openinference.project.name", service_name)
+    return resource
 
 
 def _extras_for(otlp: OtlpSettings | None, prometheus: tuple[str, int] | None) -> str:
