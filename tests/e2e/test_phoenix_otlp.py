@@ -10,8 +10,9 @@ What Phoenix does to spans, as seen through that API (arize-phoenix 20.x):
 - attributes come back flattened to dotted keys, ``gen_ai.*`` and ``spanledger.*`` kept as sent;
 - it *adds* OpenInference attributes derived from ``gen_ai.*`` (``llm.provider``,
   ``llm.system``, ``embedding.model_name`` or ``llm.model_name``, ``llm.token_count.prompt``
-  from ``gen_ai.usage.input_tokens``) and sets ``span_kind`` (EMBEDDING for embeddings,
-  UNKNOWN for rerank, which has no GenAI operation value upstream);
+  from ``gen_ai.usage.input_tokens``) and takes ``span_kind`` from the
+  ``openinference.span.kind`` spanledger sends (EMBEDDING, RERANKER: without it a rerank would
+  be UNKNOWN, having no GenAI operation value upstream);
 - it does not return the OTel span kind (CLIENT) nor resource attributes, so the CLIENT kind is
   checked on the same spans through an in-memory exporter on the same provider.
 """
