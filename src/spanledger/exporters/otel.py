@@ -17,7 +17,6 @@ Only the ``opentelemetry-api`` is needed here; the SDK and exporters are the app
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import os
 import time
@@ -206,13 +205,14 @@ def _attributes(
             attributes["gen_ai.response.id"] = event.response_id
         usage = event.usage
         if usage is not None:
-            details: dict[str, int] = {}
+            details: list[str] = []  # JSON by hand: counts only, and this runs on every call
             if usage.input_tokens is not None:
-                attributes["gen_ai.usage.input_tokens"] = details["input"] = usage.input_tokens
+                attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
+                details.append(f'"input":{usage.input_tokens}')
             if isinstance(usage, RerankUsage) and usage.search_units is not None:
                 attributes["spanledger.usage.search_units"] = usage.search_units
-                details["search_units"] = usage.search_units
-            attributes["langfuse.observation.usage_details"] = json.dumps(details)
+                details.append(f'"search_units":{usage.search_units}')
+            attributes["langfuse.observation.usage_details"] = "{" + ",".join(details) + "}"
         if event.malformed_usage:
             attributes["spanledger.usage.malformed"] = list(event.malformed_usage)
         if isinstance(event, EmbeddingEvent):
@@ -224,10 +224,10 @@ def _attributes(
         _add_failure(attributes, event)
     if cost is not None:
         attributes.update(cost_attributes(cost))
-        if "gen_ai.usage.cost" in attributes:
-            attributes["langfuse.observation.cost_details"] = json.dumps(
-                {"total": attributes["gen_ai.usage.cost"]}
-            )
+        charged = attributes.get("gen_ai.usage.cost")
+        if charged is not None:  # a finite float: its repr is JSON
+            attributes["langfuse.observation.cost_details"] = f'{{"total":{charged!r}}}'
+
     return attributes
 
 
