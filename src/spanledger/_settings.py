@@ -10,10 +10,11 @@ import ipaddress
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import unquote, urlsplit
 
 from spanledger.errors import ConfigurationError
@@ -198,52 +199,50 @@ def flag(value: Value) -> bool:
     )
 
 
-def headers(value: Value) -> dict[str, str]:
-    """OTLP headers: comma-separated ``name=value`` entries, URL-encoded. A bad entry is named
-    by its position (1 is the first), never by its content: header values are credentials."""
-    headers: dict[str, str] = {}
-    for position, entry in enumerate(str(value.raw).split(","), start=1):
-        if not entry.strip():
-            continue
-        name, separator, text = entry.partition("=")
-        problem = None
-        if not separator:
-            problem = "has no '=' between a header name and its value"
-        elif not _HEADER_NAME.fullmatch(unquote(name.strip())):
-            problem = "has no valid header name before its '='"
-        elif _CONTROL.search(unquote(text.strip())):
-            problem = "has a control character in its value"
-        if problem is not None:
-            raise ConfigurationError(
-                f"{value.source} entry {position} {problem} (entries are name=value, "
-                "comma-separated; values are not shown)"
-            )
-        headers[unquote(name.strip()).lower()] = unquote(text.strip())
-    return headers
-
-
-def resource_attributes(value: Value) -> dict[str, str]:
-    """``OTEL_RESOURCE_ATTRIBUTES``: comma-separated ``key=value`` entries, URL-encoded. A bad
-    entry is named by its position (1 is the first), never by its content."""
-    attributes: dict[str, str] = {}
+def _listed(value: Value, name: str, form: str) -> Iterator[tuple[int, str, str]]:
+    """The ``form`` entries (``name=value``) of a comma-separated setting, URL-decoded, with
+    their positions (1 is the first); an entry without ``=`` is refused by position."""
     for position, entry in enumerate(str(value.raw).split(","), start=1):
         if not entry.strip():
             continue
         key, separator, text = entry.partition("=")
-        key = unquote(key.strip())
-        problem = None
         if not separator:
-            problem = "has no '=' between a key and its value"
-        elif not key or _CONTROL.search(key) or any(c.isspace() for c in key):
+            _refuse_entry(value, position, f"has no '=' between a {name} and its value", form)
+        yield position, unquote(key.strip()), unquote(text.strip())
+
+
+def _refuse_entry(value: Value, position: int, problem: str, form: str) -> NoReturn:
+    """A bad entry, named by its position, never by its content (header values are
+    credentials)."""
+    raise ConfigurationError(
+        f"{value.source} entry {position} {problem} (entries are {form}, comma-separated; "
+        "values are not shown)"
+    )
+
+
+def headers(value: Value) -> dict[str, str]:
+    """OTLP headers: comma-separated ``name=value`` entries, URL-encoded."""
+    headers: dict[str, str] = {}
+    for position, name, text in _listed(value, "header name", "name=value"):
+        if not _HEADER_NAME.fullmatch(name):
+            problem = "has no valid header name before its '='"
+            _refuse_entry(value, position, problem, "name=value")
+        if _CONTROL.search(text):
+            _refuse_entry(value, position, "has a control character in its value", "name=value")
+        headers[name.lower()] = text
+    return headers
+
+
+def resource_attributes(value: Value) -> dict[str, str]:
+    """``OTEL_RESOURCE_ATTRIBUTES``: comma-separated ``key=value`` entries, URL-encoded."""
+    attributes: dict[str, str] = {}
+    for position, key, text in _listed(value, "key", "key=value"):
+        if not key or _CONTROL.search(key) or any(c.isspace() for c in key):
             problem = "has no key before its '=' (a key is one word)"
-        elif _CONTROL.search(unquote(text.strip())):
-            problem = "has a control character in its value"
-        if problem is not None:
-            raise ConfigurationError(
-                f"{value.source} entry {position} {problem} (entries are key=value, "
-                "comma-separated; values are not shown)"
-            )
-        attributes[key] = unquote(text.strip())
+            _refuse_entry(value, position, problem, "key=value")
+        if _CONTROL.search(text):
+            _refuse_entry(value, position, "has a control character in its value", "key=value")
+        attributes[key] = text
     return attributes
 
 

@@ -221,18 +221,19 @@ def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> Embeddin
             "vectors are empty or of inconsistent length", "inconsistent_dimensions"
         )
     # every part was read and checked by the endpoint's rules: no second validation pass
-    response: dict[str, Any] = {
-        "vectors": vectors,
-        "dimensions": first.dimensions,
-        "model": first.model or bound_model,
-        "usage": usage,
-        "response_id": first.response_id,
-        "raw": raw,
-    }
-    malformed = _malformed_of(parts)
-    if malformed:
-        response["malformed_usage"] = malformed
-    return _embedding_response(response)
+    return _embedding_response(
+        _with_malformed(
+            {
+                "vectors": vectors,
+                "dimensions": first.dimensions,
+                "model": first.model or bound_model,
+                "usage": usage,
+                "response_id": first.response_id,
+                "raw": raw,
+            },
+            parts,
+        )
+    )
 
 
 def rerank_flow(
@@ -276,25 +277,33 @@ def _stitch_rerank(
     if mapping.endpoint.client_side_top_k and call.top_k is not None:
         del results[call.top_k :]
     # indices are unique per part and re-based apart, scores finite, and now sorted
-    response: dict[str, Any] = {
-        "results": results,
-        "model": first.model or mapping.model,
-        "usage": _sum_rerank_usage(parts),
-        "response_id": first.response_id,
-        "raw": raw,
-    }
-    malformed = _malformed_of(parts)
+    return _rerank_response(
+        _with_malformed(
+            {
+                "results": results,
+                "model": first.model or mapping.model,
+                "usage": _sum_rerank_usage(parts),
+                "response_id": first.response_id,
+                "raw": raw,
+            },
+            parts,
+        )
+    )
+
+
+def _with_malformed(
+    response: dict[str, Any], parts: list[EmbeddingPart] | list[RerankPart]
+) -> dict[str, Any]:
+    """``response`` with the usage figures any chunk sent that were not counts (in a fixed
+    order), when there are some."""
+    if len(parts) == 1:
+        malformed = parts[0].malformed_usage
+    else:
+        named = {figure for part in parts for figure in part.malformed_usage}
+        malformed = tuple(figure for figure in get_args(UsageFigure) if figure in named)
     if malformed:
         response["malformed_usage"] = malformed
-    return _rerank_response(response)
-
-
-def _malformed_of(parts: list[EmbeddingPart] | list[RerankPart]) -> tuple[UsageFigure, ...]:
-    """The usage figures any chunk sent that were not counts, in a fixed order."""
-    if len(parts) == 1:
-        return parts[0].malformed_usage
-    named = {figure for part in parts for figure in part.malformed_usage}
-    return tuple(figure for figure in get_args(UsageFigure) if figure in named)
+    return response
 
 
 def _sum_rerank_usage(parts: list[RerankPart]) -> RerankUsage | None:
