@@ -80,7 +80,9 @@ def configure(
       OTLP endpoint (``otlp_endpoint``, or the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
       ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and the other ``OTEL_EXPORTER_OTLP_*`` variables)
       gets spans and metrics over OTLP/HTTP (metrics unless ``OTEL_METRICS_EXPORTER`` leaves
-      ``otlp`` out, and only where an endpoint for them is known).
+      ``otlp`` out, and only where an endpoint for them is known). ``OTEL_SERVICE_NAME`` and
+      ``OTEL_RESOURCE_ATTRIBUTES`` name the resource; Phoenix's project
+      (``openinference.project.name``) follows the service name unless they name one.
     - ``prometheus_port`` / ``SPANLEDGER_PROMETHEUS_PORT`` (+ ``SPANLEDGER_PROMETHEUS_ADDR``,
       default 127.0.0.1): serve the metrics for Prometheus to scrape (extra ``prometheus``).
     - ``langfuse``: a client, or ``LANGFUSE_PUBLIC_KEY`` + ``LANGFUSE_SECRET_KEY`` (+

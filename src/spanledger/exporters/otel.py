@@ -67,6 +67,7 @@ __all__ = [
     "DEFAULT_LABEL_SETS",
     "DURATION_BUCKETS",
     "MAX_ATTEMPT_EVENTS",
+    "MAX_PROBLEMS_SHOWN",
     "SHARE_BUCKETS",
     "TOKEN_BUCKETS",
     "OtelExporter",
@@ -91,6 +92,8 @@ _PAYLOAD_ATTRIBUTES = {
 }
 ATTEMPT_EVENT = "spanledger.attempt"
 """The span event that records one retried attempt on its logical call's span."""
+MAX_PROBLEMS_SHOWN = 16
+"""Attribution problems listed on a request's span; ``…problem_count`` says how many there were."""
 MAX_ATTEMPT_EVENTS = 32
 """Retried attempts rendered per logical call; the rest are counted (their cost still sums)."""
 
@@ -301,7 +304,9 @@ def attribution_attributes(record: AttributionRecord) -> dict[str, Any]:
     for status, amount in record.spend_by_status.items():
         attributes[f"spanledger.attribution.spend.{encodable(status)}"] = float(amount)
     if record.problems:  # why it is not reconcilable: frame ids and counts, never text
-        attributes["spanledger.attribution.problems"] = [encodable(p) for p in record.problems]
+        shown = record.problems[:MAX_PROBLEMS_SHOWN]
+        attributes["spanledger.attribution.problems"] = [encodable(p) for p in shown]
+        attributes["spanledger.attribution.problem_count"] = len(record.problems)
     return attributes
 
 
