@@ -245,3 +245,32 @@ def test_a_sink_failing_to_open_a_request_is_counted_and_the_request_goes_on(
     stats = recorder.stats["0:_Broken"]
     assert stats.failures_by_type == {"RuntimeError": 1}
     assert [span.name for span in otel.call_spans()] == ["request"]
+
+
+def test_a_request_span_lists_a_bounded_number_of_problems() -> None:
+    from datetime import UTC, datetime
+
+    from spanledger.events import AttributionRecord
+    from spanledger.exporters.otel import MAX_PROBLEMS_SHOWN, attribution_attributes
+
+    record = AttributionRecord(
+        request_id="r",
+        at=datetime.now(UTC),
+        frames_served=0,
+        frames_rendered=0,
+        frames_cited=40,
+        rendered_tokens=0,
+        cited_tokens=0,
+        uncited_rendered_tokens=0,
+        reconcilable=False,
+        problems=[f"kb/{n} was cited but never served" for n in range(40)],
+        calls=0,
+        billed_input_tokens=0,
+        billed_search_units=0,
+        calls_without_usage=0,
+        spend_complete=True,
+    )
+    attributes = attribution_attributes(record)
+    assert len(attributes["spanledger.attribution.problems"]) == MAX_PROBLEMS_SHOWN
+    assert attributes["spanledger.attribution.problem_count"] == 40
+    assert attributes["spanledger.attribution.reconcilable"] is False
