@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from spanledger.attribution.summary import counted
 from spanledger.attribution.uses import AttributionReport
 from spanledger.costs import KNOWN_STATUSES, CostLine
 from spanledger.events import (
@@ -164,8 +165,8 @@ class RequestReport:
         lines = [
             f"request {self.request_id}",
             f"  calls: {record.calls} ({record.calls_without_usage} without reported usage)",
-            f"  billed: {record.billed_input_tokens} input tokens, "
-            f"{record.billed_search_units} search units",
+            f"  billed: {counted(record.billed_input_tokens, 'input token')}, "
+            f"{counted(record.billed_search_units, 'search unit')}",
         ]
         for status, (count, amount) in sorted(self.by_status().items()):
             money = (
@@ -173,15 +174,16 @@ class RequestReport:
                 if amount is not None
                 else "unknown"
             )
-            lines.append(f"  cost {status:<11} {count:>3} calls  {money}")
+            calls = "call " if count == 1 else "calls"
+            lines.append(f"  cost {status:<11} {count:>3} {calls}  {money}")
         if record.spend is not None:
             lines.append(f"  spend: {record.spend:f} {record.currency or ''}".rstrip())
         else:
             lines.append(f"  spend: unknown ({record.unknown_spend})")
         lines.append(
-            f"  context: {record.frames_served} frames served, {record.frames_rendered} rendered "
-            f"({record.rendered_tokens} tokens), {record.frames_cited} cited "
-            f"({record.cited_tokens} tokens)"
+            f"  context: {counted(record.frames_served, 'frame')} served, "
+            f"{record.frames_rendered} rendered ({counted(record.rendered_tokens, 'token')}), "
+            f"{record.frames_cited} cited ({counted(record.cited_tokens, 'token')})"
         )
         lines.append(
             f"  cited token share: {share}; uncited rendered tokens: "
