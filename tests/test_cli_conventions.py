@@ -58,7 +58,7 @@ def test_the_demos_closing_commands_work_as_pasted(
     status, out, _ = run(capsys, "demo", "--events", "events.jsonl")
     assert status == 0
     assert ", 1 search unit\n" in out  # counts agree in the request's report too
-    assert "  cost estimated      1 call   " in out
+    assert "  cost estimated     1 call   0.00000795 USD\n" in out
     commands = [line[2:] for line in out.splitlines() if line.startswith("$ spanledger ")]
     assert commands == [
         "spanledger prices example > prices.toml",
