@@ -4,6 +4,7 @@ the Collector pipeline is consistently wired and uses spanledger's Langfuse inge
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,3 +134,45 @@ def test_the_readme_table_names_every_setting_configure_reads() -> None:
     table = "\n".join(line for line in text.splitlines() if line.startswith("| `"))
     named = set(re.findall(r"`(SPANLEDGER_[A-Z_]+)", table))
     assert named == set(configuration.SETTING_VARIABLES)
+
+
+def test_an_otlp_only_langfuse_gets_one_trace_with_usage_and_cost(
+    receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    """What Langfuse's OTLP endpoint would be sent, decoded off the wire: the request span
+    over its calls, observation types, usage and cost details as JSON strings."""
+    from spanledger.ledger import example_prices_path
+    from spanledger.providers import CohereReranker
+
+    env = {  # Langfuse's OTLP endpoint and Basic auth, no Langfuse SDK
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.traces_url,
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "Authorization=Basic%20cGstbGY6c2stbGY=",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_SERVICE_NAME": "rag",
+        "SPANLEDGER_PRICES": str(example_prices_path()),
+    }
+    recorder = spanledger.configure(environ=env, install=False)
+    with StandIn() as standin, spanledger.use(recorder), spanledger.request("turn-9"):
+        one_call(standin)
+        with CohereReranker("rerank-v3.5", base_url=standin.base_url("cohere")) as reranker:
+            reranker.rerank("tides", ["moon", "sea"])
+    recorder.shutdown()
+
+    spans = {span["name"]: span for span in receiver.wait_for_spans(3)}
+    assert receiver.trace_posts[0].basic_credentials() == "pk-lf:sk-lf"
+    root, embed, rerank = (
+        spans["request"],
+        spans["embeddings embed-v4.0"],
+        spans["rerank rerank-v3.5"],
+    )
+    assert {embed["parent_span_id"], rerank["parent_span_id"]} == {root["span_id"]}
+    assert root["resource_attributes"]["openinference.project.name"] == "rag"
+    assert embed["attributes"]["langfuse.observation.type"] == "embedding"
+    assert rerank["attributes"]["langfuse.observation.type"] == "generation"
+    usage = json.loads(embed["attributes"]["langfuse.observation.usage_details"])
+    assert usage == {"input": embed["attributes"]["gen_ai.usage.input_tokens"]}
+    assert json.loads(rerank["attributes"]["langfuse.observation.usage_details"]) == {
+        "search_units": 1
+    }
+    cost = json.loads(rerank["attributes"]["langfuse.observation.cost_details"])
+    assert cost == {"total": 0.002}
