@@ -389,7 +389,13 @@ def test_embeddings_become_embedding_observations_with_usage(
     assert event.usage is not None
     assert event.usage.input_tokens > 0
 
-    span = span_for(flushed_spans(receiver, recorder, 1), event.call_id)
+    spans = flushed_spans(receiver, recorder, 2)  # the request's observation and the call's
+    span = span_for(spans, event.call_id)
+    [request] = [s for s in spans if s["name"] == "request"]
+    assert request["parent_span_id"] is None
+    assert request["attributes"][TYPE] == "span"
+    assert span["parent_span_id"] == request["span_id"]  # one Langfuse trace per request
+    assert span["trace_id"] == request["trace_id"]
     attributes = span["attributes"]
     assert attributes[TYPE] == "embedding"
     assert attributes[MODEL] == "embed-v4.0"

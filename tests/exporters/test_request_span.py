@@ -21,7 +21,7 @@ from spanledger.ledger import PriceTable
 from spanledger.providers import CohereEmbeddings, CohereReranker, JinaReranker
 from spanledger.testing import StandIn
 
-from .conftest import OtelRig, all_text
+from .conftest import LangfuseRig, OtelRig, all_text
 
 SENTINEL = "SENTINEL-QUERY-TEXT-7f3a"
 PRICES = PriceTable.from_dict(
@@ -274,3 +274,33 @@ def test_a_request_span_lists_a_bounded_number_of_problems() -> None:
     assert len(attributes["spanledger.attribution.problems"]) == MAX_PROBLEMS_SHOWN
     assert attributes["spanledger.attribution.problem_count"] == 40
     assert attributes["spanledger.attribution.reconcilable"] is False
+
+
+def test_langfuse_nests_the_request_and_shares_the_otel_trace(
+    standin: StandIn, otel: OtelRig, langfuse_rig: LangfuseRig
+) -> None:
+    recorder = Recorder([otel.exporter, langfuse_rig.exporter], prices=PRICES)
+    url = standin.base_url("cohere")
+    documents = ["moon", "sea"]
+    with (
+        spanledger.use(recorder),
+        spanledger.request("both") as turn,
+        CohereReranker("rerank-v3.5", base_url=url, api_key="k") as rerank,
+    ):
+        served = turn.serve(rerank.rerank("q", documents), documents, provider_id="kb")
+        turn.render(served)
+        turn.cite_from_text("[1]", served)
+        share = turn.report().record().cited_token_share
+
+    [otel_request] = [s for s in otel.call_spans() if s.name == "request"]
+    observations = {span.name: span for span in langfuse_rig.spans()}
+    request, call = observations["request"], observations["rerank rerank-v3.5"]
+    assert request.context is not None
+    assert call.context is not None
+    assert request.context.trace_id == otel_request.context.trace_id  # one id in both
+    assert call.parent is not None
+    assert call.parent.span_id == request.context.span_id
+    metadata = dict(request.attributes or {})
+    assert share is not None
+    assert json.loads(str(metadata["langfuse.observation.metadata.cited_token_share"])) == share
+    assert json.loads(str(metadata["langfuse.observation.metadata.request_id"])) == "both"

@@ -11,6 +11,11 @@ A call an SDK retried (a 429, say) is one observation too: the last attempt ends
 metadata lists the attempts that were retried (``retried_attempts``) and counts them all
 (``attempts``), and its cost details are what the whole logical call was charged
 (``spanledger.costs.summed_cost`` says why).
+
+Inside ``spanledger.request(...)`` the request is an observation of its own (a ``request``
+span) and its calls nest under it, so a turn is one Langfuse trace; when a span is current as
+the request opens (the OTel exporter's request span, say), the trace takes its trace id, so the
+turn has the same id in every backend.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
 
 from spanledger import _forksafe
 from spanledger.costs import CHARGED_STATUSES, CostLine, summed_cost
@@ -127,6 +134,26 @@ def _fields(event: Event, cost: CostLine | None) -> dict[str, Any]:
     return fields
 
 
+def _attribution_metadata(record: AttributionRecord) -> dict[str, Any]:
+    """The request's attribution summary as observation metadata (figures only, never text)."""
+    metadata: dict[str, Any] = {
+        "frames_served": record.frames_served,
+        "frames_rendered": record.frames_rendered,
+        "frames_cited": record.frames_cited,
+        "rendered_tokens": record.rendered_tokens,
+        "cited_tokens": record.cited_tokens,
+        "cited_token_share": record.cited_token_share,
+        "calls": record.calls,
+        "calls_by_status": dict(record.calls_by_status),
+        "reconcilable": record.reconcilable,
+        "spend_complete": record.spend_complete,
+    }
+    if record.spend is not None:
+        metadata["spend"] = str(record.spend)
+        metadata["currency"] = record.currency
+    return metadata
+
+
 def attempt_summary(event: Event) -> dict[str, Any]:
     """One retried attempt as an entry of ``retried_attempts``: its number and own call id, how
     it failed, and its own cost (``cost`` only when charged); unknown figures are left out."""
@@ -194,6 +221,7 @@ class LangfuseExporter:
         self._live: dict[str, Any] = {}
         self._retried: dict[str, _Retried] = {}
         self._traces: dict[str, str] = {}
+        self._requests: dict[str, Any] = {}
         self._lock = _forksafe.lock(self, "_lock")
         _forksafe.after_fork_in_child(self._forget_parent)
 
@@ -202,13 +230,42 @@ class LangfuseExporter:
         self._live.clear()
         self._retried.clear()
         self._traces.clear()
+        self._requests.clear()
 
     def _start(self, source: Event | CallStarted) -> Any:
-        return self.client.start_observation(  # type: ignore[call-overload]
+        """The call's observation: a child of its request's, when the request is open."""
+        with self._lock:
+            request = self._requests.get(source.request_id) if source.request_id else None
+        parent: Any = request if request is not None else self.client
+        return parent.start_observation(
             name=_name(source),
             as_type=_observation_type(source),
             model=encodable(source.model),
         )
+
+    def request_started(self, request_id: str) -> tuple[str, Any]:
+        """Open the request's observation; it joins the trace of a span current now."""
+        current = trace.get_current_span().get_span_context()
+        observation = self.client.start_observation(
+            trace_context={"trace_id": format(current.trace_id, "032x")}
+            if current.is_valid
+            else None,
+            name="request",
+            as_type="span",
+            metadata={"request_id": encodable(request_id)},
+        )
+        with self._lock:
+            self._requests[request_id] = observation
+        self._remember_trace(request_id, observation)
+        return request_id, observation
+
+    def request_ended(self, handle: tuple[str, Any]) -> None:
+        """End the request's observation."""
+        request_id, observation = handle
+        with self._lock:
+            if self._requests.get(request_id) is observation:
+                del self._requests[request_id]
+        observation.end()
 
     def call_started(self, started: CallStarted) -> None:
         """Open the call's observation so its timing covers the real call."""
@@ -225,7 +282,12 @@ class LangfuseExporter:
                     self._traces.pop(next(iter(self._traces)))
 
     def attribution(self, record: AttributionRecord) -> None:
-        """Score the request's trace with its cited token share (when there is one)."""
+        """Put the summary on the request's observation while it is open, and score the
+        request's trace with its cited token share (when there is one)."""
+        with self._lock:
+            request = self._requests.get(record.request_id)
+        if request is not None:
+            request.update(metadata=_attribution_metadata(record))
         if record.cited_token_share is None:
             return
         with self._lock:
