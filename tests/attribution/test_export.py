@@ -364,11 +364,17 @@ def test_langfuse_scores_the_trace_of_the_requests_observations(
     assert score["value"] == record.cited_token_share
     assert score["dataType"] == "NUMERIC"
     assert score["traceId"] == turn.trace_id
-    observations = [s for s in langfuse.spans.get_finished_spans() if s.name != "turn"]
+    finished = langfuse.spans.get_finished_spans()
+    [request] = [s for s in finished if s.name == "request"]
+    observations = [s for s in finished if s.name not in ("turn", "request")]
     assert len(observations) == 3
     assert {format(s.context.trace_id, "032x") for s in observations if s.context} == {
         turn.trace_id
     }
+    assert request.parent is not None  # the request nests under the application's turn
+    assert format(request.parent.span_id, "016x") == turn.id
+    assert request.context is not None
+    assert {s.parent.span_id for s in observations if s.parent} == {request.context.span_id}
 
 
 def test_langfuse_scores_a_single_call_request_without_an_enclosing_trace(
@@ -382,9 +388,10 @@ def test_langfuse_scores_a_single_call_request_without_an_enclosing_trace(
         req.report()
 
     [score] = langfuse.posted_scores()
-    [observation] = langfuse.spans.get_finished_spans()
-    assert observation.context is not None
-    assert score["traceId"] == format(observation.context.trace_id, "032x")
+    call, request = langfuse.spans.get_finished_spans()  # the call ends first
+    assert request.name == "request"
+    assert call.context is not None
+    assert score["traceId"] == format(call.context.trace_id, "032x")
     assert score["value"] == 1.0
 
 
@@ -397,7 +404,7 @@ def test_langfuse_gets_no_score_without_a_share(
 
     assert record.cited_token_share is None
     assert langfuse.posted_scores() == []
-    assert len(langfuse.spans.get_finished_spans()) == 3
+    assert len(langfuse.spans.get_finished_spans()) == 3 + 1  # the calls and the request
 
 
 def test_langfuse_gets_a_zero_score(langfuse: LangfuseRig, providers: Providers) -> None:

@@ -13,9 +13,10 @@ metadata lists the attempts that were retried (``retried_attempts``) and counts 
 (``spanledger.costs.summed_cost`` says why).
 
 Inside ``spanledger.request(...)`` the request is an observation of its own (a ``request``
-span) and its calls nest under it, so a turn is one Langfuse trace; when a span is current as
-the request opens (the OTel exporter's request span, say), the trace takes its trace id, so the
-turn has the same id in every backend.
+span) and its calls nest under it, so a turn is one Langfuse trace. It opens under the span
+current at that moment: an observation of the application's, or the OTel exporter's request
+span (the SDK marks it the root of what Langfuse receives), so the turn has one trace id in
+every backend.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-
-from opentelemetry import trace
 
 from spanledger import _forksafe
 from spanledger.costs import CHARGED_STATUSES, CostLine, summed_cost
@@ -244,12 +243,9 @@ class LangfuseExporter:
         )
 
     def request_started(self, request_id: str) -> tuple[str, Any]:
-        """Open the request's observation; it joins the trace of a span current now."""
-        current = trace.get_current_span().get_span_context()
+        """Open the request's observation, under the span current now if there is one (an
+        observation of yours, or the OTel exporter's request span: the trace is then one)."""
         observation = self.client.start_observation(
-            trace_context={"trace_id": format(current.trace_id, "032x")}
-            if current.is_valid
-            else None,
             name="request",
             as_type="span",
             metadata={"request_id": encodable(request_id)},
