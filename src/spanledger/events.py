@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal, TypeVar
@@ -101,19 +101,16 @@ UsageFigure = Literal["input_tokens", "search_units"]
 """A usage figure a provider reports."""
 
 
-def _none_named(figures: tuple[UsageFigure, ...]) -> bool:
-    return not figures
-
-
-def _nothing_in(mapping: dict[str, Any]) -> bool:
-    return not mapping
+def _empty(value: Sized) -> bool:
+    """Whether an optional collection holds nothing (then it is not written)."""
+    return not value
 
 
 def _malformed_usage() -> Any:
     """The usage figures a provider sent that were not counts (``"abc"``, ``-1``, ``6.0``):
     left out of ``usage`` by the figure rule, and named here so that garbage from a provider
     can be told from a figure it never sent. Written only when there are some."""
-    return Field(default=(), exclude_if=_none_named)
+    return Field(default=(), exclude_if=_empty)
 
 
 class _Record(BaseModel):
@@ -402,8 +399,8 @@ class AttributionRecord(_Record):
     spend_complete: bool
     unknown_spend: str | None = None
     spend_per_cited_token: Decimal | None = None
-    calls_by_status: dict[str, Count] = Field(default_factory=dict, exclude_if=_nothing_in)
+    calls_by_status: dict[str, Count] = Field(default_factory=dict, exclude_if=_empty)
     """The request's calls per cost status (``no_price_table`` when nothing priced them)."""
-    spend_by_status: dict[str, Decimal] = Field(default_factory=dict, exclude_if=_nothing_in)
+    spend_by_status: dict[str, Decimal] = Field(default_factory=dict, exclude_if=_empty)
     """The known amount per cost status (priced, estimated, not billed), in ``currency``; a
     status whose calls mix currencies is left out."""

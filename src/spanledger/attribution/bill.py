@@ -23,8 +23,7 @@ from spanledger.events import (
     RerankEvent,
 )
 from spanledger.ledger import Pricer
-
-_AMOUNT_STATUSES = frozenset(status.value for status in KNOWN_STATUSES)
+from spanledger.ledger.report import AMOUNT_STATUSES
 
 __all__ = ["RequestReport"]
 
@@ -129,6 +128,7 @@ class RequestReport:
         attribution = self.attribution
         tokens, units, unreported = self.billed()
         amount, currency, unknown = self.spend()
+        by_status = self.by_status()
         return AttributionRecord(
             request_id=self.request_id,
             at=datetime.now(UTC),
@@ -150,11 +150,11 @@ class RequestReport:
             spend_complete=unknown is None,
             unknown_spend=unknown,
             spend_per_cited_token=self.spend_per_cited_token(),
-            calls_by_status={status: count for status, (count, _) in self.by_status().items()},
+            calls_by_status={status: count for status, (count, _) in by_status.items()},
             spend_by_status={
-                status: amount
-                for status, (_, amount) in self.by_status().items()
-                if amount is not None and status in _AMOUNT_STATUSES
+                status: known
+                for status, (_, known) in by_status.items()
+                if known is not None and status in AMOUNT_STATUSES
             },
         )
 
