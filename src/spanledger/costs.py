@@ -4,7 +4,8 @@
 ``priced`` (every used dimension had a rate), ``estimated`` (priced from usage reconstructed
 for an attempt abandoned after sending), ``unpriced`` (no entry, an ambiguous entry, or a
 missing rate), ``unmetered`` (the provider reported no usage; only a per-request rate can be
-charged) or ``not_billed`` (the call failed where the provider bills nothing).
+charged) or ``not_billed`` (the call failed where the provider bills nothing, or ran on a local
+model that no vendor bills).
 
 Pure records: this module imports nothing of spanledger (events carry a ``CostLine``; what
 prices an event, ``Pricer``, lives in ``spanledger.ledger``).
@@ -53,6 +54,8 @@ class CostCode(StrEnum):
     USAGE_MALFORMED = "usage_malformed"
     FAILED_UNBILLED = "failed_unbilled"
     NOT_ATTEMPTED = "not_attempted"
+    LOCAL_MODEL = "local_model"
+    """A local model (``billing == "local"``): no vendor bills it."""
 
 
 @dataclass(slots=True)

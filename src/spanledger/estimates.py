@@ -8,6 +8,10 @@ what was sent, or Cohere's search-unit rule (one query with up to 100 documents 
 An estimate is never a report: it rides on failure events as ``estimated_usage`` and is priced
 as ``estimated``. Every other failure (refused before sending, a refused connection, a 3xx,
 4xx, 429 or 5xx answer) is assumed not billed.
+
+The search-unit rule (``rule_search_units``) is also how the ledger prices a successful rerank
+of a vendor that bills per query by that rule and reports no usage (AWS Bedrock Rerank, Google's
+Vertex ranking API): there too it is an estimate, never a reported figure.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from spanledger.events import EmbeddingUsage, RerankUsage
 
 __all__ = [
     "ABANDONED_ERROR_TYPES",
+    "SEARCH_UNIT_DOCUMENTS",
     "UNREADABLE_ANSWER_TYPES",
     "estimate_embedding_usage",
     "estimate_rerank_usage",
     "may_have_billed",
+    "rule_search_units",
     "token_cost",
     "utf8_bytes",
 ]
@@ -55,7 +61,8 @@ ABANDONED_ERROR_TYPES = frozenset(
 UNREADABLE_ANSWER_TYPES = frozenset({"UnicodeDecodeError", "JSONDecodeError"})
 """Failures to decode an answer that arrived: the provider did the work."""
 
-_SEARCH_UNIT_DOCUMENTS = 100
+SEARCH_UNIT_DOCUMENTS = 100
+"""The documents one search unit (one query) covers, by the vendors' documented rule."""
 
 
 def may_have_billed(
@@ -96,16 +103,22 @@ def estimate_embedding_usage(billing: str | None, inputs: Sequence[str]) -> Embe
     return EmbeddingUsage(input_tokens=math.ceil(total / 4))
 
 
+def rule_search_units(document_count: int) -> int:
+    """The search units of one rerank query by the documented rule: ``ceil(documents / 100)``
+    (one unit per query of up to 100 documents)."""
+    return math.ceil(document_count / SEARCH_UNIT_DOCUMENTS)
+
+
 def estimate_rerank_usage(
     billing: str | None, query: str, documents: Sequence[str]
 ) -> RerankUsage | None:
     """Estimated usage for an abandoned rerank call in the vendor's billing unit.
 
     Tokens: the query is scored with every document, so each pair counts query + document.
-    Search units: ``ceil(documents / 100)`` for the one query.
+    Search units (reported, or billed per query by the rule): ``rule_search_units``.
     """
-    if billing == "search_units":
-        return RerankUsage(search_units=math.ceil(len(documents) / _SEARCH_UNIT_DOCUMENTS))
+    if billing == "search_units" or billing == "queries":
+        return RerankUsage(search_units=rule_search_units(len(documents)))
     if billing == "tokens":
         query_bytes = utf8_bytes(query)
         total = sum(query_bytes + utf8_bytes(document) for document in documents)

@@ -106,6 +106,11 @@ def _empty(value: Sized) -> bool:
     return not value
 
 
+def _unset(value: object) -> bool:
+    """Whether an optional value is absent (then it is not written)."""
+    return value is None
+
+
 def _malformed_usage() -> Any:
     """The usage figures a provider sent that were not counts (``"abc"``, ``-1``, ``6.0``):
     left out of ``usage`` by the figure rule, and named here so that garbage from a provider
@@ -276,6 +281,12 @@ class _CallEvent(_Record):
     request_id: str | None = None
     provider: str
     model: str
+    billing: str | None = Field(default=None, exclude_if=_unset)
+    """What the endpoint bills by, as its wire declaration says: ``tokens`` or
+    ``search_units`` it reports, ``queries`` (search units by the vendor's documented rule, one
+    per query of up to 100 documents, while the API reports no usage) or ``local`` (nobody
+    bills). ``None`` when the endpoint is not declared (and in logs written before it was
+    recorded); written only when set."""
     started_at: datetime
     latency_ms: float = Field(ge=0)
     request_params: dict[str, Any] = Field(default_factory=dict)

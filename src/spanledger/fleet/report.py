@@ -180,6 +180,9 @@ def _priced(group: CallGroup, ledger: Ledger | None) -> CostLine:
         failure=group.failure,
         kind=group.operation,
         malformed=group.malformed,
+        billing=group.billing,
+        response_model=group.response_model,
+        documents=group.documents,
     )
 
 
@@ -188,12 +191,14 @@ def _recorded(group: CallGroup) -> CostLine:
     recorded, a failure the provider cannot have billed is ``not_billed`` (it needs no
     price), anything else unpriced."""
     if group.cost is None:
-        return unrecorded_cost(group.operation, group.outcome == "failed", group.failure)
+        return unrecorded_cost(
+            group.operation, group.outcome == "failed", group.failure, group.billing
+        )
     status, currency, code, amount = group.cost
     try:
         known = CostStatus(status) if status else CostStatus.UNPRICED
         reason = CostCode(code) if code else None
     except ValueError:  # not a cost line spanledger wrote: unpriced
-        return unrecorded_cost(group.operation, False, group.failure)
+        return unrecorded_cost(group.operation, False, group.failure, group.billing)
     total = Decimal(amount) * group.calls if amount is not None else None
     return CostLine(known, total, currency, None, reason)

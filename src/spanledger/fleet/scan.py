@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from spanledger.attribution.summary import AttributionFigures
+from spanledger.ledger.pricing import RULE_BILLING
 
 __all__ = [
     "UNREADABLE",
@@ -59,6 +60,9 @@ _COLUMNS = {
     "currency": "VARCHAR",
     "spend_complete": "VARCHAR",
     "malformed_usage": "VARCHAR[]",
+    "billing": "VARCHAR",
+    "response_model": "VARCHAR",
+    "document_count": "VARCHAR",
 }
 _EVENT_KINDS = ("embedding", "embedding_failed", "rerank", "rerank_failed")
 UNREADABLE = "not a readable JSON record"
@@ -75,10 +79,12 @@ _SHARE_BANDS = ((0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0))
 @dataclass(frozen=True)
 class CallGroup:
     """Calls that one price lookup prices alike: same provider, model, price-validity window
-    and outcome, and the same figures present (and the same sent malformed). ``first_at`` is
-    the earliest call's start (any call of the group prices the same). ``cost`` is the recorded
-    cost line's (status, currency, code, amount) when the report prices from the log rather
-    than a table."""
+    and outcome, and the same figures present (and the same sent malformed), billing and
+    response model. ``first_at`` is the earliest call's start (any call of the group prices the
+    same). ``cost`` is the recorded cost line's (status, currency, code, amount) when the report
+    prices from the log rather than a table. ``documents`` is the document count each call
+    sent, for successful reranks that reported no usage and are billed by the documented rule
+    (``billing == "queries"``), whose rule rounds up per call; ``None`` for every other call."""
 
     keys: tuple[str, ...]
     provider: str
@@ -93,6 +99,9 @@ class CallGroup:
     failure: tuple[str | None, str | None, int | None] = (None, None, None)
     cost: tuple[str | None, str | None, str | None, str | None] | None = None
     malformed: tuple[str, ...] = ()
+    billing: str | None = None
+    response_model: str | None = None
+    documents: int | None = None
 
 
 @dataclass
@@ -205,7 +214,7 @@ def _scan(
             f"""SELECT {keys}, provider, model, operation, outcome, reported, category, error,
                 status,
                 cost_status, cost_currency, cost_code, cost_amount, calls, tokens, units, first_at,
-                malformed
+                malformed, billing, response_model, documents
             FROM grouped WHERE class = 'call'"""
         ).fetchall()
     ]
@@ -298,6 +307,12 @@ def _grouping_query(
                     END AS status,
                 CASE WHEN {call} AND kind IN ('embedding', 'rerank')
                     AND len(malformed_usage) > 0 THEN list_sort(malformed_usage) END AS malformed,
+                CASE WHEN {call} THEN billing END AS billing,
+                CASE WHEN {call} AND kind IN ('embedding', 'rerank') THEN response_model END
+                    AS response_model,
+                CASE WHEN {call} AND kind = 'rerank' AND usage IS NULL
+                    AND billing = '{RULE_BILLING}' THEN try_cast(document_count AS BIGINT)
+                    END AS documents,
                 {cost_columns}, ts,
                 CASE WHEN class = 'attribution' THEN {{
                     'request': request_id,
@@ -322,7 +337,8 @@ def _grouping_query(
             outcome,
             reported, tokens > 0 AS has_tokens, units > 0 AS has_units, price_window,
             category, error, status, cost_status, cost_currency, cost_code, cost_amount, record,
-            malformed, count(*) AS lines, sum(tokens) AS tokens, sum(units) AS units,
+            malformed, billing, response_model, documents, count(*) AS lines,
+            sum(tokens) AS tokens, sum(units) AS units,
             min(ts) AS first_at, count(*) FILTER (WHERE {call}) AS calls
         FROM measured
         GROUP BY ALL
@@ -349,6 +365,9 @@ def _group(row: tuple[Any, ...], width: int) -> CallGroup:
         units,
         first_at,
         malformed,
+        billing,
+        response_model,
+        documents,
     ) = row[width:]
     recorded = cost_status is not None or cost_amount is not None
     return CallGroup(
@@ -365,6 +384,9 @@ def _group(row: tuple[Any, ...], width: int) -> CallGroup:
         failure=(category, error, status),
         cost=(cost_status, cost_currency, cost_code, cost_amount) if recorded else None,
         malformed=tuple(str(name) for name in malformed or ()),
+        billing=billing,
+        response_model=response_model,
+        documents=int(documents) if documents is not None else None,
     )
 
 

@@ -1,11 +1,14 @@
 """Recognise a vendor's embedding or rerank request in plain httpx traffic, and read its facts.
 
 The vendor is taken, in order, from the caller's ``vendors`` map (a host, or a URL prefix), the
-vendor's public API host, the route itself (``/v2/embed`` is Cohere, ``/embed`` with ``texts``
-is Cohere's v1 and with ``inputs`` TEI), and finally the body's shape (Voyage's ``input_type`` /
-``top_k``, Cohere's rerank models and keys, Jina's ``jina-`` models and ``task`` / ``top_n``;
-other ``/embeddings`` requests are the OpenAI-compatible wire). Which keys carry what
-is each endpoint's declaration in ``spanledger.wire``.
+vendor's public API hosts (or Ollama's port), a route only one vendor serves (Bedrock's
+``/model/{id}/invoke``, Google's ``:embedContent`` and ``:predict``, Azure's deployments,
+Ollama's ``/api/embed``), the route itself (``/v2/embed`` is Cohere, ``/embed`` with ``texts``
+is Cohere's v1 and with ``inputs`` TEI), the model's name (``voyage-…``, ``jina-…``,
+``mistral-embed``), and finally the body's shape (Voyage's ``input_type`` / ``top_k``, Cohere's
+rerank models and keys, Jina's ``task`` / ``top_n``; other ``/embeddings`` requests are the
+OpenAI-compatible wire). Where several endpoints share a route (Bedrock's models), the body's
+keys choose. Which keys carry what is each endpoint's declaration in ``spanledger.wire``.
 """
 
 from __future__ import annotations
@@ -26,21 +29,72 @@ from spanledger.recording.facts import (
     text_or_none,
     utf8_length,
 )
-from spanledger.wire.endpoints import COHERE_V1_EMBEDDINGS, ENDPOINTS, Endpoint, Vendor
+from spanledger.wire.endpoints import (
+    ALL_ENDPOINTS,
+    COHERE_V1_EMBEDDINGS,
+    Endpoint,
+    VectorLayout,
+    Vendor,
+)
 from spanledger.wire.http import server_of
 from spanledger.wire.read import vector_type
+from spanledger.wire.request import (
+    item_texts,
+    request_ids,
+    request_items,
+    request_model,
+    value_at,
+)
 
-__all__ = ["checked_vendors", "facts_for", "recognise"]
+__all__ = ["ROUTE_ENDINGS", "checked_vendors", "facts_for", "recognise", "request_path"]
 
-_HOSTS = {host: endpoint.vendor for endpoint in ENDPOINTS.values() for host in endpoint.hosts}
-_BY_SUFFIX = {(endpoint.vendor, endpoint.suffix): endpoint for endpoint in ENDPOINTS.values()}
+_DISTINCT = tuple(
+    endpoint
+    for endpoint in ALL_ENDPOINTS
+    if endpoint.route_pattern is not None
+    or endpoint.route.startswith("/api/")
+    or endpoint.selects_by
+)
+"""Endpoints a route (with the body's keys) tells apart whatever the host."""
+_PLAIN = tuple(endpoint for endpoint in ALL_ENDPOINTS if endpoint not in _DISTINCT)
+_BY_SUFFIX = {(endpoint.vendor, endpoint.suffix): endpoint for endpoint in reversed(_PLAIN)}
+_BY_PORT = {port: endpoint.vendor for endpoint in ALL_ENDPOINTS for port in endpoint.ports}
+_EXACT_HOSTS = {
+    host: endpoint.vendor
+    for endpoint in ALL_ENDPOINTS
+    for host in endpoint.hosts
+    if not host.startswith(".")
+}
+_DOMAINS = tuple(
+    (host, endpoint.vendor)
+    for endpoint in ALL_ENDPOINTS
+    for host in endpoint.hosts
+    if host.startswith(".")
+)
+_MODEL_PREFIXES = tuple(
+    (prefix, endpoint) for endpoint in _PLAIN for prefix in endpoint.model_prefixes
+)
+_HOSTING = frozenset({Vendor.AZURE})
+"""Clouds whose hosts also serve other vendors' wires (Cohere's rerank on Azure AI Foundry)."""
+_BY_TYPE = (VectorLayout.BY_TYPE, VectorLayout.FLOATS_OR_BY_TYPE)
+ROUTE_ENDINGS = (
+    "/embeddings",
+    "/embed",
+    "/rerank",
+    "/invoke",
+    ":embedContent",
+    ":batchEmbedContents",
+    ":predict",
+    ":rank",
+)
+"""How the path of every recognised route ends: the cheap first test for plain traffic."""
 _VOYAGE_EMBED_KEYS = frozenset({"input_type", "output_dimension", "output_dtype", "truncation"})
 _JINA_EMBED_KEYS = frozenset({"task", "late_chunking", "embedding_type", "truncate"})
 _DTYPE_KEYS = ("output_dtype", "embedding_type", "encoding_format")
 _COHERE_RERANK_KEYS = frozenset({"rank_fields", "max_chunks_per_doc", "max_tokens_per_doc"})
-_COHERE_RERANK_MODEL = re.compile(r"rerank-(?:english|multilingual|v\d)")
-"""Cohere's rerank model names (``rerank-v3.5``, ``rerank-english-v3.0``); Voyage's are
-``rerank-2``, ``rerank-lite-1``."""
+_COHERE_RERANK_MODEL = re.compile(r"rerank-(?:english|multilingual|v\d)", re.IGNORECASE)
+"""Cohere's rerank model names (``rerank-v3.5``, ``rerank-english-v3.0``, Azure AI Foundry's
+``Cohere-rerank-v3.5``); Voyage's are ``rerank-2``, ``rerank-lite-1``."""
 
 
 def checked_vendors(vendors: Mapping[str, str] | None) -> dict[str, Vendor]:
@@ -53,18 +107,62 @@ def checked_vendors(vendors: Mapping[str, str] | None) -> dict[str, Vendor]:
     return {key: Vendor(name) for key, name in declared.items()}
 
 
+def request_path(url: httpx.URL) -> str:
+    """The URL's path as sent (percent-encoding kept, so a Bedrock ARN stays one segment),
+    without a trailing slash."""
+    raw = url.raw_path.split(b"?", 1)[0]
+    return raw.decode("ascii", "replace").rstrip("/")
+
+
 def recognise(
     url: httpx.URL, body: dict[str, Any], vendors: Mapping[str, Vendor]
 ) -> Endpoint | None:
     """The vendor endpoint ``url`` + ``body`` calls, or ``None`` for any other request."""
-    path = url.path.rstrip("/")
+    path = request_path(url)
+    hinted = _declared(url, vendors) or _host_vendor(url)
+    distinct = _distinct(path, body, hinted)
+    if distinct is not None:
+        return distinct
     suffix = path[path.rfind("/") :]
-    vendor = _declared(url, vendors) or _HOSTS.get(url.host) or _guess(path, suffix, body)
+    vendor = hinted
+    if hinted in _HOSTING and (hinted, suffix) not in _BY_SUFFIX:
+        vendor = None  # another vendor's wire served from this cloud's hosts
+    vendor = vendor or _guess(path, suffix, body)
     if vendor is None:
         return None
     if vendor is Vendor.COHERE and path.endswith(COHERE_V1_EMBEDDINGS.route):
         return COHERE_V1_EMBEDDINGS
     return _BY_SUFFIX.get((vendor, suffix))
+
+
+def _distinct(path: str, body: dict[str, Any], hinted: Vendor | None) -> Endpoint | None:
+    """The endpoint a route of its own (and the body's keys, where a route is shared) names;
+    a vendor the caller or the host named must be the endpoint's."""
+    for endpoint in _DISTINCT:
+        if hinted is not None and endpoint.vendor is not hinted:
+            continue
+        pattern = endpoint.route_pattern
+        matched = pattern.search(path) if pattern is not None else path.endswith(endpoint.route)
+        if not matched:
+            continue
+        if endpoint.selects_by and not any(
+            value_at(body, key) is not None for key in endpoint.selects_by
+        ):
+            continue
+        return endpoint
+    return None
+
+
+def _host_vendor(url: httpx.URL) -> Vendor | None:
+    host = url.host
+    vendor = _EXACT_HOSTS.get(host)
+    if vendor is None and host:
+        for domain, owner in _DOMAINS:
+            if host.endswith(domain):
+                return owner
+    if vendor is None and url.port is not None:
+        vendor = _BY_PORT.get(url.port)
+    return vendor
 
 
 def _declared(url: httpx.URL, vendors: Mapping[str, Vendor]) -> Vendor | None:
@@ -77,6 +175,16 @@ def _declared(url: httpx.URL, vendors: Mapping[str, Vendor]) -> Vendor | None:
     return None
 
 
+def _by_model_name(suffix: str, named: str) -> Vendor | None:
+    """The vendor a model's name tells (``voyage-3.5`` is Voyage's wherever it is sent)."""
+    if not named:
+        return None
+    for prefix, endpoint in _MODEL_PREFIXES:
+        if endpoint.suffix == suffix and named.startswith(prefix):
+            return endpoint.vendor
+    return None
+
+
 def _guess(path: str, suffix: str, body: dict[str, Any]) -> Vendor | None:
     if path.endswith(("/v2/embed", "/v2/rerank")):
         return Vendor.COHERE
@@ -86,41 +194,42 @@ def _guess(path: str, suffix: str, body: dict[str, Any]) -> Vendor | None:
         return Vendor.TEI if "inputs" in body else None
     model = body.get("model")
     named = model if type(model) is str else ""
+    by_name = _by_model_name(suffix, named)
+    if by_name is not None:
+        return by_name
     if suffix == "/embeddings":
         if body.keys() & _VOYAGE_EMBED_KEYS:
             return Vendor.VOYAGE
-        jina = body.keys() & _JINA_EMBED_KEYS or named.startswith("jina")
+        jina = body.keys() & _JINA_EMBED_KEYS
         return Vendor.JINA if jina else Vendor.OPENAI
     if suffix == "/rerank":
         if "texts" in body and "documents" not in body:
             return Vendor.TEI
         if "top_k" in body:
             return Vendor.VOYAGE
-        if body.keys() & _COHERE_RERANK_KEYS or _COHERE_RERANK_MODEL.match(named):
+        if body.keys() & _COHERE_RERANK_KEYS or _COHERE_RERANK_MODEL.search(named):
             return Vendor.COHERE
-        if "top_n" in body or named.startswith("jina"):
+        if "top_n" in body:
             return Vendor.JINA
         return Vendor.VOYAGE
     return None
 
 
 def facts_for(endpoint: Endpoint, body: dict[str, Any], url: httpx.URL) -> CallFacts:
-    """What the request asked for, read from its JSON body by the endpoint's declaration."""
-    model = text_or_none(body.get("model")) or "unknown"
+    """What the request asked for, read from its JSON body (and, for a route that names the
+    model, its URL) by the endpoint's declaration."""
+    model = request_model(endpoint, body, request_path(url)) or "unknown"
     address, port = server_of(url)
-    items_key = endpoint.items_key
+    items = request_items(endpoint, body)
     if endpoint.operation == "embeddings":
-        source = body.get(items_key)
-        if source is None and endpoint.vendor is Vendor.COHERE:
-            source = body.get("inputs", body.get("images"))
-        count, texts = input_texts(source)
-        type_key, dims_key = endpoint.input_type_key, endpoint.dimensions_key
-        input_type = text_or_none(body.get(type_key)) if type_key else None
+        if items is None and endpoint.vendor is Vendor.COHERE:
+            items = body.get("inputs", body.get("images"))
+        count, texts = input_texts(item_texts(endpoint, items))
+        input_type = text_or_none(value_at(body, endpoint.input_type_at))
         params: dict[str, Any] = {"input_type": input_type} if input_type else {}
-        dimensions = body.get(dims_key) if dims_key else None
+        dimensions = value_at(body, endpoint.dimensions_at)
         if given(dimensions):
             params["dimensions"] = dimensions
-        used = {"model", items_key, "inputs", "images", type_key, dims_key}
         return EmbedFacts(
             provider=endpoint.provider,
             model=model,
@@ -128,18 +237,17 @@ def facts_for(endpoint: Endpoint, body: dict[str, Any], url: httpx.URL) -> CallF
             inputs=texts,
             input_type=input_type,
             request_params=params,
-            extras={k: v for k, v in body.items() if k not in used},
+            extras=_extras(endpoint, body),
             server_address=address,
             server_port=port,
             billing=endpoint.billing,
             dtype=_requested_type(endpoint, body),
         )
-    count, documents = input_texts(body.get(items_key))
-    query = body.get("query")
+    count, documents = input_texts(item_texts(endpoint, items))
+    query = value_at(body, endpoint.query_at)
     text = query if type(query) is str else None
-    top_key, returns_key = endpoint.top_k_key, endpoint.return_documents_key
+    returns_key = endpoint.return_documents_key
     returns = body.get(returns_key) if returns_key else None
-    used = {"model", "query", items_key, top_key, returns_key}
     return RerankFacts(
         provider=endpoint.provider,
         model=model,
@@ -147,19 +255,42 @@ def facts_for(endpoint: Endpoint, body: dict[str, Any], url: httpx.URL) -> CallF
         document_count=count,
         query=text,
         documents=documents,
-        top_k=positive_int(body.get(top_key)) if top_key else None,
+        top_k=positive_int(value_at(body, endpoint.top_k_at)),
         request_params={"return_documents": returns} if type(returns) is bool else {},
-        extras={k: v for k, v in body.items() if k not in used},
+        extras=_extras(endpoint, body),
         server_address=address,
         server_port=port,
         billing=endpoint.billing,
+        document_ids=request_ids(endpoint, body),
     )
+
+
+def _extras(endpoint: Endpoint, body: dict[str, Any]) -> dict[str, Any]:
+    """The body's top-level keys the declaration does not read (the caller's extras)."""
+    read = {
+        path[0]
+        for path in (
+            endpoint.items_at,
+            endpoint.request_model_at,
+            endpoint.input_type_at,
+            endpoint.dimensions_at,
+            endpoint.query_at,
+            endpoint.top_k_at,
+        )
+        if path
+    }
+    read.add("model")
+    if endpoint.operation == "embeddings":
+        read.update(("inputs", "images"))
+    if endpoint.return_documents_key:
+        read.add(endpoint.return_documents_key)
+    return {key: value for key, value in body.items() if key not in read}
 
 
 def _requested_type(endpoint: Endpoint, body: dict[str, Any]) -> str | None:
     """The vector type the body asks for (Cohere: its first ``embedding_types``, float when
     it asks for floats at all)."""
-    if endpoint.vendor is Vendor.COHERE:
+    if endpoint.vectors in _BY_TYPE:
         return cohere_vector_type(body.get("embedding_types"))
     for key in _DTYPE_KEYS:
         if key in body:

@@ -20,19 +20,23 @@ from contextvars import ContextVar
 
 import httpx
 
-from spanledger.errors import ErrorCategory, ProviderError, error_for_status
+from spanledger.errors import ErrorCategory, ProviderError
 from spanledger.instrumentation._capture import current_call
 from spanledger.instrumentation._errors import describe
-from spanledger.instrumentation._routes import checked_vendors, facts_for, recognise
+from spanledger.instrumentation._routes import (
+    ROUTE_ENDINGS,
+    checked_vendors,
+    facts_for,
+    recognise,
+)
 from spanledger.recorder import get_recorder
 from spanledger.recording.call import Recording, logged
 from spanledger.recording.reported import answered_badly, reported, unreadable_response
 from spanledger.wire.endpoints import Endpoint, Vendor
-from spanledger.wire.http import parse_json
+from spanledger.wire.http import failure_for, parse_json
 
 __all__ = ["AsyncRecordingTransport", "RecordingTransport", "async_transport", "transport"]
 
-_SUFFIXES = ("/embeddings", "/embed", "/rerank")
 _sending: ContextVar[bool] = ContextVar("spanledger_http_recorded", default=False)
 """Set while a recorded request is sent: a transport under it passes the request through."""
 _UNDECODABLE = ProviderError(
@@ -187,18 +191,13 @@ class _Watch:
         body = _decoded(status, headers, raw)
         if not 200 <= status < 300:
             self.recording.failed(
-                error_for_status(
-                    status,
-                    headers,
-                    body if body is not None else raw,
-                    self.endpoint.status_overrides,
-                )
+                failure_for(self.endpoint, status, headers, body if body is not None else raw)
             )
             return
         try:
             if body is None:  # its content encoding does not decode: the caller's read fails
                 raise _UNDECODABLE
-            found = reported(self.endpoint, parse_json(body), self.recording.facts)
+            found = reported(self.endpoint, parse_json(body), self.recording.facts, headers)
         except ProviderError as error:
             self.recording.failed(answered_badly(error, status, body if body is not None else raw))
             return
@@ -224,7 +223,7 @@ def _watch(request: httpx.Request, vendors: Mapping[str, Vendor]) -> _Watch | No
 
 def might_be_vendor_call(method: str | None, path: str) -> bool:
     """The cheap first test: only a POST to an embedding or rerank route is looked at."""
-    return method == "POST" and path.rstrip("/").endswith(_SUFFIXES)
+    return method == "POST" and path.rstrip("/").endswith(ROUTE_ENDINGS)
 
 
 def watch_for(

@@ -4,7 +4,9 @@ genai-prices (pydantic/genai-prices) ships its price data inside the package, so
 reads it offline and never fetches. Only embedding models of the providers spanledger knows
 are kept: genai-prices has no rerank prices, and a price that spanledger's table cannot hold
 exactly (tiers, time-of-day rates, rates besides input tokens) is skipped with its reason
-rather than approximated. Rates are copied as ``Decimal``, never through ``float``.
+rather than approximated. An output-token rate is the one exception: an embedding call has no
+output tokens, so that rate applies to nothing and is left out (and said so in the note).
+Rates are copied as ``Decimal``, never through ``float``.
 
 ``import spanledger`` never loads genai-prices: it is imported inside ``read_genai_prices``.
 """
@@ -26,15 +28,31 @@ if TYPE_CHECKING:
 
 __all__ = ["PROVIDERS", "Imported", "convert_genai_prices", "is_embedding", "read_genai_prices"]
 
-PROVIDERS: Mapping[str, str] = {"openai": "openai", "cohere": "cohere", "voyageai": "voyageai"}
-"""genai-prices provider id -> spanledger provider id (``Vendor``). Jina and TEI have no
-counterpart in genai-prices (TEI is self-hosted); every other provider is skipped."""
+PROVIDERS: Mapping[str, str] = {
+    "openai": "openai",
+    "cohere": "cohere",
+    "voyageai": "voyageai",
+    "aws": "aws.bedrock",
+    "bedrock": "aws.bedrock",
+    "google": "gcp.gemini",
+    "gemini": "gcp.gemini",
+    "vertex": "gcp.vertex_ai",
+    "azure": "azure.ai.openai",
+    "mistral": "mistral_ai",
+}
+"""genai-prices provider id -> spanledger provider id (``Vendor``). genai-prices 0.2.x names
+AWS Bedrock ``aws`` and the Gemini API ``google``, and has no provider of its own for Vertex AI;
+``bedrock``, ``gemini`` and ``vertex`` are taken too, should a version name them so. When two
+ids map to one provider, the first listed wins a model both list. Jina, TEI and Ollama have no
+counterpart in genai-prices (TEI and Ollama are self-hosted); every other provider is
+skipped."""
 
 INSTALL_HINT = (
     "genai-prices is not installed; install it with: pip install 'spanledger[genai-prices]'"
 )
 _CURRENCY = "USD"  # genai-prices prices everything in US dollars
 _RATE_KEY = "input_mtok"  # genai-prices' input-token price, per million tokens
+_OUTPUT_KEY = "output_mtok"  # applies to no embedding call: embeddings have no output tokens
 
 
 @dataclass
@@ -114,6 +132,7 @@ def convert_genai_prices(
     source = f"genai-prices {version}"
     note = f"{source} (pydantic/genai-prices); checked is the import date (the data has none)"
     imported = Imported(source=source, checked=checked)
+    taken_by_target: dict[str, set[str]] = {}
     for provider in providers:
         target = PROVIDERS.get(provider.id)
         embeddings = [model for model in provider.models if is_embedding(provider.id, model)]
@@ -122,7 +141,7 @@ def convert_genai_prices(
                 imported.unknown_providers[provider.id] = len(embeddings)
             continue
         ids = {model.id for model in provider.models}  # a model's own name beats an alias
-        taken: set[str] = set()
+        taken = taken_by_target.setdefault(target, set())
         for model in embeddings:
             windows, reason = _windows(model)
             if reason is None and model.id in taken:
@@ -131,7 +150,7 @@ def convert_genai_prices(
                 imported.skipped.setdefault(reason, []).append(f"{target}/{model.id}")
                 continue
             aliases = [name for name in _aliases(model.match) if name not in ids | taken]
-            extra = _variants_note(model)
+            extra = _output_note(model) + _variants_note(model)
             for name in [model.id, *dict.fromkeys(aliases)]:
                 taken.add(name)
                 alias = f"; alias of {model.id}" if name != model.id else ""
@@ -222,6 +241,7 @@ def _rate(prices: ModelPrice) -> tuple[Decimal | None, str | None]:
     """The input rate per million tokens, or why there is none spanledger can hold."""
     rates = {k: v for k, v in vars(prices).items() if not k.startswith("_") and v is not None}
     value = rates.pop(_RATE_KEY, None)
+    rates.pop(_OUTPUT_KEY, None)
     if rates:
         return None, f"rates besides input tokens ({', '.join(sorted(rates))})"
     if value is None:
@@ -243,6 +263,17 @@ def _aliases(match: MatchLogic) -> list[str]:
     if isinstance(match, ClauseOr):
         return [name for clause in match.or_ for name in _aliases(clause)]
     return []
+
+
+def _output_note(model: ModelInfo) -> str:
+    """A note that the model's output-token rate was left out, if it has one."""
+    from genai_prices.types import ModelPrice
+
+    prices = model.prices
+    listed = [prices] if isinstance(prices, ModelPrice) else [c.prices for c in prices]
+    if any(getattr(price, _OUTPUT_KEY, None) is not None for price in listed):
+        return f"; its {_OUTPUT_KEY} rate is left out (an embedding call has no output tokens)"
+    return ""
 
 
 def _variants_note(model: ModelInfo) -> str:

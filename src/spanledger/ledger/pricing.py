@@ -2,10 +2,16 @@
 
 A used dimension with no rate, a model with no entry, or an ambiguous entry is ``unpriced``
 with the missing piece named; usage the provider did not report is ``unmetered``; an explicit
-``0`` rate is free. Each unpriced or unmetered (provider, model, reason) is logged once per
-process so a gap in the price table is noticed; past ``WARNED_KEYS_LIMIT`` distinct keys the
-rest are counted instead (``suppressed_warnings()``), so caller-chosen model names cannot grow
-the process's memory or its log without bound.
+``0`` rate is free. A model with no entry of its own is looked up by the model the response
+reported (an Azure deployment name answers with the model it serves). A rerank billed per query
+by the vendor's documented rule, whose API reports no usage, is ``estimated`` from that rule; a
+call on a local model, which no vendor bills, is never unpriced or unmetered: priced by the
+user's own entry when it can be, else ``not_billed``.
+
+Each unpriced or unmetered (provider, model, reason) is logged once per process so a gap in the
+price table is noticed; past ``WARNED_KEYS_LIMIT`` distinct keys the rest are counted instead
+(``suppressed_warnings()``), so caller-chosen model names cannot grow the process's memory or
+its log without bound.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Literal
 from spanledger import _forksafe
 from spanledger._logs import get_logger
 from spanledger.costs import NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
-from spanledger.estimates import may_have_billed
+from spanledger.estimates import SEARCH_UNIT_DOCUMENTS, may_have_billed, rule_search_units
 from spanledger.events import (
     EmbeddingEvent,
     EmbeddingFailedEvent,
@@ -32,8 +38,12 @@ from spanledger.events import (
 from spanledger.ledger.prices import PriceEntry, PriceTable
 
 __all__ = [
+    "LOCAL_BILLING",
+    "RULE_BILLING",
     "WARNED_KEYS_LIMIT",
     "Ledger",
+    "local_model",
+    "price_by_rule",
     "price_usage",
     "suppressed_warnings",
     "unbilled_failure",
@@ -44,6 +54,18 @@ WARNED_KEYS_LIMIT = 1000
 process. Past it, one ``usage_not_priced_suppressed`` warning says so and further unwarned calls
 are only counted (``suppressed_warnings()``); the ``spanledger.cost.unpriced`` metric still
 counts every call."""
+
+LOCAL_BILLING = "local"
+"""An event's ``billing`` for a local model, which no vendor bills (Ollama)."""
+RULE_BILLING = "queries"
+"""An event's ``billing`` for a rerank billed per query of up to 100 documents, by the vendor's
+documented rule, whose API reports no usage (AWS Bedrock Rerank, Google's Vertex ranking API)."""
+_ABANDONED = "usage estimated for an attempt abandoned after sending"
+_BY_RULE = (
+    "search units from the vendor's documented rule, one per query of up to "
+    f"{SEARCH_UNIT_DOCUMENTS} documents (ceil(documents / {SEARCH_UNIT_DOCUMENTS})): "
+    "the API reports no usage"
+)
 
 _log = get_logger("spanledger.ledger")
 _warned: set[tuple[str, str, str]] = set()
@@ -108,10 +130,26 @@ def price_usage(
     *,
     estimated: bool = False,
     malformed: Sequence[str] = (),
+    response_model: str | None = None,
+    basis: str = _ABANDONED,
 ) -> CostLine:
     """Price one billed call's usage (``None``: the provider reported none; ``malformed``
-    names the figures it sent that were not counts)."""
+    names the figures it sent that were not counts). ``response_model``: the model the
+    response reported, looked up when no entry matches ``model`` (which is then said in the
+    reason); ``basis``: why the usage of an ``estimated`` line is an estimate."""
     lookup = table.lookup(provider, model, at)
+    fallback: str | None = None
+    if (
+        lookup.entry is None
+        and not lookup.ambiguous
+        and response_model is not None
+        and response_model != model
+    ):
+        fallback = (
+            f"no price entry for {provider}/{model}, so the model the response reported, "
+            f"{response_model}, was looked up"
+        )
+        lookup = table.lookup(provider, response_model, at)
     entry = lookup.entry
     if entry is None:
         if lookup.ambiguous:
@@ -119,12 +157,15 @@ def price_usage(
             return CostLine(
                 status=CostStatus.UNPRICED,
                 code=CostCode.AMBIGUOUS_PRICE,
-                reason=f"equally specific entries with different rates match: {labels}",
+                reason=_noting(
+                    f"equally specific entries with different rates match: {labels}", fallback
+                ),
             )
         return CostLine(
             status=CostStatus.UNPRICED,
             code=CostCode.NO_PRICE_ENTRY,
-            reason=f"no price entry for {provider}/{model}",
+            reason=f"no price entry for {provider}/{model}"
+            + (f" nor for the model the response reported, {response_model}" if fallback else ""),
         )
     per_request = entry.per_request
     if usage is None:
@@ -133,6 +174,7 @@ def price_usage(
                 CostStatus.PRICED,
                 per_request,
                 entry.currency,
+                fallback,
                 dimensions={"requests": per_request} if per_request is not None else {},
                 price_entry=entry.label,
             )
@@ -141,12 +183,15 @@ def price_usage(
             amount=per_request,
             currency=entry.currency if per_request is not None else None,
             code=CostCode.USAGE_MALFORMED if malformed else CostCode.USAGE_NOT_REPORTED,
-            reason=(
-                f"the provider's usage ({', '.join(malformed)}) was not a count"
-                if malformed
-                else "the provider reported no usage"
-            )
-            + "; only a per-request rate can be charged",
+            reason=_noting(
+                (
+                    f"the provider's usage ({', '.join(malformed)}) was not a count"
+                    if malformed
+                    else "the provider reported no usage"
+                )
+                + "; only a per-request rate can be charged",
+                fallback,
+            ),
             dimensions={"requests": per_request} if per_request is not None else {},
             price_entry=entry.label,
         )
@@ -157,13 +202,13 @@ def price_usage(
     tokens = usage.input_tokens
     if tokens:
         if entry.per_token is None:
-            return _missing_rate(entry, "input_per_mtok", tokens, "input_tokens")
+            return _missing_rate(entry, "input_per_mtok", tokens, "input_tokens", fallback)
         dimensions["input_tokens"] = cost = entry.per_token * tokens
         amount = cost if amount is None else amount + cost
     units = usage.search_units if type(usage) is RerankUsage else None
     if units:
         if entry.per_search_unit is None:
-            return _missing_rate(entry, "per_search_unit", units, "search_units")
+            return _missing_rate(entry, "per_search_unit", units, "search_units", fallback)
         dimensions["search_units"] = cost = entry.per_search_unit * units
         amount = cost if amount is None else amount + cost
     if amount is None:
@@ -173,20 +218,85 @@ def price_usage(
             CostStatus.ESTIMATED,
             amount,
             entry.currency,
-            "usage estimated for an attempt abandoned after sending",
+            _noting(basis, fallback),
             dimensions=dimensions,
             price_entry=entry.label,
         )
-    return CostLine(CostStatus.PRICED, amount, entry.currency, None, None, dimensions, entry.label)
+    return CostLine(
+        CostStatus.PRICED, amount, entry.currency, fallback, None, dimensions, entry.label
+    )
 
 
-def _missing_rate(entry: PriceEntry, rate: str, count: int, figure: str) -> CostLine:
+def _noting(reason: str, fallback: str | None) -> str:
+    return reason if fallback is None else f"{reason}; {fallback}"
+
+
+def _missing_rate(
+    entry: PriceEntry, rate: str, count: int, figure: str, fallback: str | None
+) -> CostLine:
     return CostLine(
         status=CostStatus.UNPRICED,
         currency=entry.currency,
         code=CostCode.MISSING_RATE,
-        reason=f"no {rate} rate in {entry.label} for {count} {figure}",
+        reason=_noting(f"no {rate} rate in {entry.label} for {count} {figure}", fallback),
         price_entry=entry.label,
+    )
+
+
+def price_by_rule(
+    table: PriceTable,
+    provider: str,
+    model: str,
+    at: datetime,
+    documents: int,
+    *,
+    calls: int = 1,
+    response_model: str | None = None,
+) -> CostLine:
+    """Price ``calls`` reranks of ``documents`` documents each, billed per query by the
+    vendor's documented rule (``rule_search_units``) by an API that reports no usage: an
+    estimate, never a reported figure."""
+    usage = RerankUsage(search_units=rule_search_units(documents) * calls)
+    return price_usage(
+        table,
+        provider,
+        model,
+        at,
+        usage,
+        estimated=True,
+        response_model=response_model,
+        basis=_BY_RULE,
+    )
+
+
+def local_model(line: CostLine) -> CostLine:
+    """The line of a call on a local model (``billing == "local"``), which no vendor bills:
+    the line as it is when the user's own entry prices it, else ``not_billed`` (code
+    ``LOCAL_MODEL``) with the reason. Never unpriced or unmetered, so never alerted on."""
+    if line.status not in NOT_PRICED_STATUSES:
+        return line
+    if line.code is CostCode.NO_PRICE_ENTRY:
+        reason = (
+            f"no vendor bills a local model, and the table has no entry of yours ({line.reason})"
+        )
+    elif line.code is CostCode.USAGE_NOT_REPORTED or line.code is CostCode.USAGE_MALFORMED:
+        malformed = (
+            " (the figures it sent were not counts)"
+            if line.code is CostCode.USAGE_MALFORMED
+            else ""
+        )
+        reason = (
+            f"no vendor bills a local model; your rate in {line.price_entry} could not be "
+            f"applied because no usage was reported{malformed}"
+        )
+    else:
+        reason = f"no vendor bills a local model; your entry could not price it ({line.reason})"
+    return CostLine(
+        status=CostStatus.NOT_BILLED,
+        amount=Decimal(0),
+        reason=reason,
+        code=CostCode.LOCAL_MODEL,
+        price_entry=line.price_entry,
     )
 
 
@@ -232,18 +342,39 @@ class Ledger:
         failure: tuple[str | None, str | None, int | None] = (None, None, None),
         kind: Literal["embedding", "rerank"] = "embedding",
         malformed: Sequence[str] = (),
+        billing: str | None = None,
+        response_model: str | None = None,
+        documents: int | None = None,
     ) -> CostLine:
         """The cost of ``calls`` calls that price alike (one provider, model and outcome, started
         within one validity window of the table, with the same figures present), ``usage``
         their summed figures. Pricing is linear in usage, so this is exactly the sum of pricing
         each call: ``spanledger report`` prices a log's groups this way. ``failure``: the
         failed calls' category, error type and status code; ``malformed``: the usage figures
-        they sent that were not counts."""
+        they sent that were not counts; ``billing`` and ``response_model``: the events' own;
+        ``documents``: the document count each of them sent, for reranks billed by rule (the
+        rule rounds up per call, so such calls price alike only at one document count)."""
         if outcome == "failed":
             unbilled = unbilled_failure(kind, failure)
             if unbilled is not None:
                 return unbilled
             line = price_usage(self.prices, provider, model, at, None)
+        elif (
+            outcome == "succeeded"
+            and usage is None
+            and billing == RULE_BILLING
+            and kind == "rerank"
+            and documents is not None
+        ):
+            line = price_by_rule(
+                self.prices,
+                provider,
+                model,
+                at,
+                documents,
+                calls=calls,
+                response_model=response_model,
+            )
         else:
             line = price_usage(
                 self.prices,
@@ -253,7 +384,10 @@ class Ledger:
                 usage,
                 estimated=outcome == "estimated",
                 malformed=malformed,
+                response_model=response_model if outcome == "succeeded" else None,
             )
+        if billing == LOCAL_BILLING:
+            line = local_model(line)
         per_request = line.dimensions.get("requests")
         if calls == 1 or per_request is None or line.amount is None:
             return line
@@ -271,7 +405,16 @@ class Ledger:
 
     def price(self, event: Event) -> CostLine:
         """The cost line for one event."""
-        if isinstance(event, _SUCCESS):
+        if type(event) is RerankEvent and event.usage is None and event.billing == RULE_BILLING:
+            line = price_by_rule(
+                self.prices,
+                event.provider,
+                event.model,
+                event.started_at,
+                event.document_count,
+                response_model=event.response_model,
+            )
+        elif isinstance(event, _SUCCESS):
             line = price_usage(
                 self.prices,
                 event.provider,
@@ -279,6 +422,7 @@ class Ledger:
                 event.started_at,
                 event.usage,
                 malformed=event.malformed_usage,
+                response_model=event.response_model,
             )
         elif event.estimated_usage is not None:
             line = price_usage(
@@ -295,6 +439,8 @@ class Ledger:
         else:
             kind = "embedding" if isinstance(event, EmbeddingFailedEvent) else "rerank"
             line = not_billed(_unbilled_reason(kind, event.error_category.value))
+        if event.billing == LOCAL_BILLING:
+            line = local_model(line)
         if self._warn and line.status in NOT_PRICED_STATUSES:
             _warn_once(event.provider, event.model, line)
         return line

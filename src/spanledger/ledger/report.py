@@ -9,7 +9,7 @@ from typing import Any
 
 from spanledger.costs import KNOWN_STATUSES, NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
 from spanledger.events import EmbeddingFailedEvent, Event, RerankFailedEvent
-from spanledger.ledger.pricing import Ledger, unbilled_failure
+from spanledger.ledger.pricing import LOCAL_BILLING, Ledger, local_model, unbilled_failure
 from spanledger.ledger.totals import Totals
 
 __all__ = ["AMOUNT_STATUSES", "SpendReport", "build_spend_report", "money", "unrecorded_cost"]
@@ -104,20 +104,24 @@ def money(amount: Decimal) -> str:
 
 
 def unrecorded_cost(
-    kind: str, failed: bool, failure: tuple[str | None, str | None, int | None]
+    kind: str,
+    failed: bool,
+    failure: tuple[str | None, str | None, int | None],
+    billing: str | None = None,
 ) -> CostLine:
     """The line of calls the log holds no cost for: ``not_billed`` when they ``failed`` (with
-    nothing estimated) where the provider bills nothing, since they need no price; else
-    unpriced."""
-    return (unbilled_failure(kind, failure) if failed else None) or _NOT_PRICED
+    nothing estimated) where the provider bills nothing, or ran on a local model (``billing``),
+    since they need no price; else unpriced."""
+    line = (unbilled_failure(kind, failure) if failed else None) or _NOT_PRICED
+    return local_model(line) if billing == LOCAL_BILLING else line
 
 
 def _unpriced(event: Event) -> CostLine:
     if isinstance(event, EmbeddingFailedEvent | RerankFailedEvent):
         kind = "embedding" if isinstance(event, EmbeddingFailedEvent) else "rerank"
         failure = (event.error_category.value, event.error_type, event.status_code)
-        return unrecorded_cost(kind, event.estimated_usage is None, failure)
-    return _NOT_PRICED
+        return unrecorded_cost(kind, event.estimated_usage is None, failure, event.billing)
+    return unrecorded_cost("", False, (None, None, None), event.billing)
 
 
 def build_spend_report(events: Iterable[Event], ledger: Ledger | None = None) -> SpendReport:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, get_args
 import httpx
 
 from spanledger import figures
-from spanledger.errors import ErrorCategory, ProviderError, error_for_status
+from spanledger.errors import ErrorCategory, ProviderError
 from spanledger.events import (
     EmbeddingResponse,
     EmbeddingUsage,
@@ -28,7 +28,7 @@ from spanledger.events import (
 from spanledger.providers._calls import EmbedCall, RerankCall
 from spanledger.wire.decode import invalid_response
 from spanledger.wire.endpoints import Endpoint
-from spanledger.wire.http import encode_body, join_route, parse_json, server_of
+from spanledger.wire.http import encode_body, failure_for, join_route, parse_json, server_of
 from spanledger.wire.read import EmbeddingPart, RerankPart, read_embeddings, read_rerank
 
 __all__ = [
@@ -125,11 +125,8 @@ class _Mapping(ABC):
     def read(self, response: httpx.Response) -> Any:
         """The decoded success body, or the categorised error for a failed status."""
         if not 200 <= response.status_code < 300:
-            raise error_for_status(
-                response.status_code,
-                response.headers,
-                response.content,
-                self.endpoint.status_overrides,
+            raise failure_for(
+                self.endpoint, response.status_code, response.headers, response.content
             )
         return parse_json(response.content)
 
@@ -158,9 +155,11 @@ class EmbeddingMapping(_Mapping):
     def body(self, call: EmbedCall, inputs: list[str]) -> dict[str, Any]:
         """The JSON body for one request carrying ``inputs``."""
 
-    def parse(self, payload: Any, expected: int) -> EmbeddingPart:
+    def parse(
+        self, payload: Any, expected: int, headers: httpx.Headers | None = None
+    ) -> EmbeddingPart:
         """Read one decoded success body holding ``expected`` float vectors."""
-        return read_embeddings(self.endpoint, payload, expected)
+        return read_embeddings(self.endpoint, payload, expected, headers=headers)
 
 
 class RerankMapping(_Mapping):
@@ -175,7 +174,17 @@ class RerankMapping(_Mapping):
 
     def parse(self, payload: Any, call: RerankCall, document_count: int) -> RerankPart:
         """Read one decoded success body for a request of ``document_count`` documents."""
-        return read_rerank(self.endpoint, payload, document_count, call.top_k)
+        return read_rerank(
+            self.endpoint,
+            payload,
+            document_count,
+            call.top_k,
+            ids=self.document_ids(document_count),
+        )
+
+    def document_ids(self, document_count: int) -> list[object] | None:
+        """The ids the request gave its documents, where results name them by id."""
+        return None
 
 
 def embedding_flow(
@@ -190,7 +199,7 @@ def embedding_flow(
     parts: list[EmbeddingPart] = []
     for request, batch in zip(requests, batches, strict=True):
         response = yield request
-        parts.append(mapping.parse(mapping.read(response), len(batch)))
+        parts.append(mapping.parse(mapping.read(response), len(batch), response.headers))
     return _stitch_embeddings(parts, mapping.model), parts[0].model
 
 

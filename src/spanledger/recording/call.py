@@ -179,6 +179,8 @@ class Recording:
             "server_address": facts.server_address,
             "server_port": facts.server_port,
         }
+        if facts.billing is not None:
+            fields["billing"] = facts.billing
         if self.attempt > 1:
             fields["logical_call_id"] = self.first_call_id
             fields["attempt"] = self.attempt
@@ -224,7 +226,7 @@ class Recording:
 
     def _common_of(self, fields: dict[str, Any]) -> dict[str, Any]:
         """Only the common fields of a half-built event (to end it as unrecordable)."""
-        keep = (*_COMMON, "logical_call_id", "attempt", "retried")
+        keep = (*_COMMON, "billing", "logical_call_id", "attempt", "retried")
         return {name: fields[name] for name in keep if name in fields}
 
     def _success(self, figures: Figures, fields: dict[str, Any]) -> Event:

@@ -71,6 +71,8 @@ class RerankFacts:
     server_address: str | None = None
     server_port: int | None = None
     billing: str | None = None
+    document_ids: list[object] | None = None
+    """The id the request gave each document, where results name documents by id."""
 
 
 CallFacts = EmbedFacts | RerankFacts

@@ -7,6 +7,8 @@ path adds the status and the body's fingerprint it holds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
 from spanledger.recording.facts import EmbedFacts, Figures, RerankFacts
 from spanledger.wire.endpoints import Endpoint
@@ -25,11 +27,22 @@ def unreadable_response() -> ProviderError:
     )
 
 
-def reported(endpoint: Endpoint, payload: object, facts: EmbedFacts | RerankFacts) -> Figures:
-    """The figures of one decoded 2xx body of the call ``facts`` describes."""
+def reported(
+    endpoint: Endpoint,
+    payload: object,
+    facts: EmbedFacts | RerankFacts,
+    headers: Mapping[str, str] | None = None,
+) -> Figures:
+    """The figures of one decoded 2xx body of the call ``facts`` describes (``headers``: the
+    response's, where a figure may travel in one)."""
     if isinstance(facts, EmbedFacts):
         part = read_embeddings(
-            endpoint, payload, facts.input_count or None, facts.dtype, keep_vectors=False
+            endpoint,
+            payload,
+            facts.input_count or None,
+            facts.dtype,
+            keep_vectors=False,
+            headers=headers,
         )
         return Figures(
             usage=part.usage,
@@ -39,7 +52,12 @@ def reported(endpoint: Endpoint, payload: object, facts: EmbedFacts | RerankFact
             malformed_usage=part.malformed_usage,
         )
     rerank = read_rerank(
-        endpoint, payload, facts.document_count or None, facts.top_k, keep_results=False
+        endpoint,
+        payload,
+        facts.document_count or None,
+        facts.top_k,
+        keep_results=False,
+        ids=facts.document_ids,
     )
     count = rerank.count
     if endpoint.client_side_top_k and facts.top_k is not None:

@@ -7,9 +7,10 @@ from typing import Any
 
 import httpx
 
-from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
+from spanledger.errors import ErrorCategory, Fingerprint, ProviderError, error_for_status
+from spanledger.wire.endpoints import Endpoint
 
-__all__ = ["encode_body", "join_route", "parse_json", "server_of"]
+__all__ = ["encode_body", "failure_for", "join_route", "parse_json", "server_of"]
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 
@@ -68,4 +69,34 @@ def parse_json(body: bytes) -> Any:
         detail="response body is not JSON",
         fingerprint=Fingerprint.of(body),
         error_type="invalid_json",
+    )
+
+
+def failure_for(endpoint: Endpoint, status: int, headers: Any, body: bytes | None) -> ProviderError:
+    """The categorised error for a failed response to ``endpoint``: by the vendor's error code
+    where it sends one (``x-amzn-ErrorType: ThrottlingException:…``), else by status."""
+    error = error_for_status(status, headers, body, endpoint.status_overrides)
+    named = endpoint.error_code_header
+    if named is None:
+        return error
+    try:
+        sent = headers.get(named)
+    except Exception:
+        return error
+    code = sent.split(":", 1)[0].strip() if type(sent) is str else None
+    category = endpoint.error_codes.get(code) if code else None
+    if category is None:
+        return error
+    return vendor_coded(error, category, code)
+
+
+def vendor_coded(error: ProviderError, category: ErrorCategory, code: str | None) -> ProviderError:
+    """``error`` recategorised by the vendor's own error code, which becomes its type."""
+    return ProviderError(
+        category,
+        error.status_code,
+        error.retry_after,
+        error.fingerprint,
+        detail=error.detail,
+        error_type=code or error.error_type,
     )

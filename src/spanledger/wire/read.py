@@ -8,7 +8,7 @@ are read by the figure rule and never fail a response: a malformed one is not re
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,6 +185,9 @@ class _Readers:
     id: _Getter
     model: _Getter
     results: _Getter
+    vectors: _Getter
+    vector_in: _Getter
+    tokens_each: _Getter
 
 
 _readers: dict[int, _Readers] = {}
@@ -205,6 +208,9 @@ def _readers_of(endpoint: Endpoint) -> _Readers:
         id=_getter_of(endpoint.id_at),
         model=_getter_of(endpoint.model_at),
         results=_at(results) if results else _itself,
+        vectors=_at(endpoint.vectors_at) if endpoint.vectors_at else _itself,
+        vector_in=_at(endpoint.vector_in) if endpoint.vector_in else _itself,
+        tokens_each=_getter_of(endpoint.tokens_each_at),
     )
     if len(_readers) < _READERS_KEPT:
         _readers[id(endpoint)] = found
@@ -226,24 +232,44 @@ def read_embeddings(
     dtype: str | None = None,
     *,
     keep_vectors: bool = True,
+    headers: Mapping[str, str] | None = None,
 ) -> EmbeddingPart:
     """One embedding response holding ``expected`` vectors (``None``: the count the request
     held is unknown), of the type ``dtype`` the request asked for. ``keep_vectors=False``: the
     vectors are checked as strictly, but base64 ones are not turned into float lists (a path
-    that only records the call never hands them on)."""
+    that only records the call never hands them on). ``headers``: the response's, for an
+    endpoint whose figure may travel in one."""
     floats = dtype in _FLOAT32
     decode = _decoder(dtype)
     layout = endpoint.vectors
+    readers = _readers_of(endpoint)
+    tokens: object
     if layout is VectorLayout.BY_INDEX:
         vectors = vectors_by_index(_DATA(payload), expected, decode)
+        tokens = readers.tokens(payload)
     elif layout is VectorLayout.ROWS:
-        vectors = _rows(require_list(payload, "the response"), expected, decode, dtype)
+        vectors = _rows(
+            require_list(readers.vectors(payload), "the response"), expected, decode, dtype
+        )
+        tokens = readers.tokens(payload)
+    elif layout is VectorLayout.SINGLE:
+        vectors = _rows([_one_vector(readers.vectors(payload))], expected, decode, dtype)
+        tokens = readers.tokens(payload)
+    elif layout is VectorLayout.ITEMS:
+        items = require_list(readers.vectors(payload), "the response")
+        vectors = _rows(_item_vectors(items, readers.vector_in), expected, decode, dtype)
+        tokens = (
+            _summed_each(items, readers.tokens_each)
+            if endpoint.tokens_each_at
+            else readers.tokens(payload)
+        )
     else:
         vectors = _by_type(payload, expected, decode, dtype, layout)
+        tokens = readers.tokens(payload)
+    if tokens is None and endpoint.tokens_header and headers is not None:
+        tokens = header_count(headers.get(endpoint.tokens_header))
     if floats:
         vectors = float_vectors(vectors, keep_vectors)
-    readers = _readers_of(endpoint)
-    tokens = readers.tokens(payload)
     usage = embedding_usage(tokens)
     return EmbeddingPart(
         vectors,
@@ -256,6 +282,45 @@ def read_embeddings(
     )
 
 
+def header_count(value: object) -> object:
+    """A figure sent as header text: a plain decimal count as an ``int``; any other text is
+    kept as sent (the figure rule judges it not a count); absent stays ``None``."""
+    if type(value) is not str:
+        return value
+    text = value.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 20 else value
+
+
+def _one_vector(value: object) -> object:
+    if value is None:
+        raise invalid_response("the embedding is missing", "missing_field")
+    return value
+
+
+def _item_vectors(items: list[Any], vector_in: _Getter) -> list[Any]:
+    vectors = []
+    for item in items:
+        if type(item) is not dict:
+            raise invalid_response("an embedding entry is not an object", "bad_entry")
+        vectors.append(_one_vector(vector_in(item)))
+    return vectors
+
+
+def _summed_each(items: list[Any], figure: _Getter) -> object:
+    """The items' figures added up when every one is a count; else the first that is not (so
+    it is named malformed), or ``None`` when one is absent."""
+    total = 0
+    for item in items:
+        value = figure(item)
+        if value is None:
+            return None
+        count = figures.count(value)
+        if count is None:
+            return value
+        total += count
+    return total if items else None
+
+
 def read_rerank(
     endpoint: Endpoint,
     payload: object,
@@ -263,13 +328,17 @@ def read_rerank(
     top_k: int | None,
     *,
     keep_results: bool = True,
+    ids: Sequence[object] | None = None,
 ) -> RerankPart:
     """One rerank response for a request of ``document_count`` documents (``None``: unknown)
     asking for at most ``top_k`` results (the wire's own cap, unless cut client-side).
     ``keep_results=False``: the results are checked as strictly but not built, for a path that
-    only records how many there were."""
+    only records how many there were. ``ids``: the id the request gave each document, for an
+    endpoint whose results name documents by id."""
     readers = _readers_of(endpoint)
     items = require_list(readers.results(payload), "results")
+    if endpoint.result_ids_at is not None:
+        items = _indexed_by_id(items, endpoint.result_index_key, ids)
     units, tokens = readers.units(payload), readers.tokens(payload)
     usage = rerank_usage(units, tokens)
     whole = usage is not None and usage.search_units is not None and usage.input_tokens is not None
@@ -289,6 +358,23 @@ def read_rerank(
         len(items),
         _NONE_MALFORMED if whole else malformed(tokens, units),
     )
+
+
+def _indexed_by_id(items: list[Any], key: str, ids: Sequence[object] | None) -> list[Any]:
+    """Results that name documents by id, each given the position of its document in the
+    request (an id the request never gave, or no ids known, is out of range)."""
+    positions: dict[object, int] = {}
+    for position, given in enumerate(ids or ()):
+        if type(given) is str:
+            positions.setdefault(given, position)
+    indexed = []
+    for item in items:
+        if type(item) is not dict:
+            raise invalid_response("a result entry is not an object", "bad_entry")
+        name = item.get(key)
+        index = positions.get(name, -1) if type(name) is str else -1
+        indexed.append({**item, "index": index})
+    return indexed
 
 
 _DATA = _at(("data",))
