@@ -83,21 +83,39 @@ class _Mapping(ABC):
         if chunk_size is not None and (type(chunk_size) is not int or chunk_size <= 0):
             raise ValueError("chunk_size must be a positive integer")
         self.model = model
-        self.url = join_route(origin, endpoint.route)
+        route = endpoint.route
+        if endpoint.route_pattern is not None:
+            route = endpoint.route_with(**self.route_values())
+        self.url = join_route(origin, route)
+        query = self.query()
+        if query:
+            self.url = str(httpx.URL(self.url, params=query))
         parsed = self._parsed_url = httpx.URL(self.url)
         self.server_address, self.server_port = server_of(parsed)
-        self.chunk_size = chunk_size if chunk_size is not None else endpoint.default_chunk_size
+        self.chunk_size = chunk_size if chunk_size is not None else self.default_chunk_size()
         key = api_key
         if key is None and endpoint.api_key_env:
             key = os.environ.get(endpoint.api_key_env) or None
         self._headers = {"content-type": "application/json", "accept": "application/json"}
         if key:
-            self._headers["authorization"] = f"Bearer {key}"
+            self._headers[endpoint.key_header] = endpoint.key_scheme + key
         self._key_needed = (
-            endpoint.api_key_env if not key and parsed.host in endpoint.hosts else None
+            endpoint.api_key_env if not key and endpoint.serves_host(parsed.host) else None
         )
         """The variable to name when a call to the vendor's own API has no key (a proxy, a
         gateway or a stand-in may need none)."""
+
+    def route_values(self) -> dict[str, str]:
+        """The values of a templated route's placeholders (the model, where it names one)."""
+        return {"model": self.model}
+
+    def query(self) -> dict[str, str]:
+        """Query parameters every request carries (Azure's ``api-version``)."""
+        return {}
+
+    def default_chunk_size(self) -> int | None:
+        """How many inputs one request carries when the caller does not say."""
+        return self.endpoint.default_chunk_size
 
     def require_key(self) -> None:
         """Refuse, before anything is sent, a call to the vendor's own API with no key."""

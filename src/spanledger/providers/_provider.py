@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, ClassVar, Self, TypedDict, Unpack
 
 import httpx
 
@@ -22,34 +22,72 @@ from spanledger.recorder import Recorder, get_recorder
 from spanledger.recording.call import Recording
 from spanledger.recording.facts import embedding_facts, rerank_facts
 
-__all__ = ["EmbeddingProvider", "RerankProvider"]
+__all__ = ["ClientOptions", "EmbeddingProvider", "RerankProvider"]
 
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 
 
+class ClientOptions(TypedDict, total=False):
+    """What every provider class takes besides its model: where and how it calls.
+
+    ``base_url``: an origin (the vendor's own by default, where it has one); ``api_key``: else
+    the vendor's variable; ``http_client`` / ``async_http_client``: injected httpx clients,
+    never closed by spanledger; ``timeout``; ``recorder`` (default: the current one);
+    ``chunk_size``: the most inputs (or documents) one request carries.
+    """
+
+    base_url: str | None
+    api_key: str | None
+    http_client: httpx.Client | None
+    async_http_client: httpx.AsyncClient | None
+    timeout: Timeout
+    recorder: Recorder | None
+    chunk_size: int | None
+
+
+_OPTIONS = frozenset(ClientOptions.__annotations__)
+
+
 class _Provider:
-    """Owns (or borrows) the httpx clients and closes only the ones it created."""
+    """Owns (or borrows) the httpx clients and closes only the ones it created.
+
+    A vendor class names its mapping (``mapping_class``); one with settings of its own passes
+    them to the mapping by overriding ``_mapping_options``.
+    """
 
     _mapping: EmbeddingMapping | RerankMapping
+    mapping_class: ClassVar[type[EmbeddingMapping] | type[RerankMapping]]
 
-    def __init__(
-        self,
-        *,
-        http_client: httpx.Client | None,
-        async_http_client: httpx.AsyncClient | None,
-        timeout: Timeout,
-        recorder: Recorder | None,
-    ) -> None:
+    def __init__(self, model: str, **options: Unpack[ClientOptions]) -> None:
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} got unknown settings {unknown}; it takes "
+                f"{sorted(_OPTIONS)} and its own ({', '.join(self._mapping_options()) or 'none'})"
+            )
+        self._mapping = self.mapping_class(
+            model=model,
+            base_url=options.get("base_url"),
+            api_key=options.get("api_key"),
+            chunk_size=options.get("chunk_size"),
+            **self._mapping_options(),
+        )
+        http_client = options.get("http_client")
+        async_http_client = options.get("async_http_client")
         self._client = http_client
         self._async_client = async_http_client
         self._owns_client = http_client is None
         self._owns_async_client = async_http_client is None
-        self._timeout = timeout
-        self._recorder = recorder
+        self._timeout = options.get("timeout")
+        self._recorder = options.get("recorder")
         self._lock = _forksafe.lock(self, "_lock")
         _forksafe.after_fork_in_child(self._drop_inherited_clients)
         self._closed = False
         self._header_cache: tuple[object, dict[str, str]] | None = None
+
+    def _mapping_options(self) -> dict[str, Any]:
+        """The vendor class's own settings, as its mapping takes them."""
+        return {}
 
     @property
     def provider(self) -> str:

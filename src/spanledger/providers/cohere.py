@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from spanledger.providers._calls import (
     EmbedCall,
     RerankCall,
@@ -13,10 +11,8 @@ from spanledger.providers._calls import (
     merge_list_extra,
     with_extras,
 )
-from spanledger.providers._driver import Timeout
 from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
 from spanledger.providers._provider import EmbeddingProvider, RerankProvider
-from spanledger.recorder import Recorder
 from spanledger.wire.endpoints import COHERE_EMBEDDINGS, COHERE_RERANK
 
 __all__ = ["CohereEmbeddingMapping", "CohereEmbeddings", "CohereRerankMapping", "CohereReranker"]
@@ -70,49 +66,10 @@ class CohereRerankMapping(RerankMapping):
 class CohereEmbeddings(EmbeddingProvider):
     """Cohere embeddings; inputs over 96 (or ``chunk_size``) are chunked and stitched."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        timeout: Timeout = None,
-        recorder: Recorder | None = None,
-        chunk_size: int | None = None,
-    ) -> None:
-        self._mapping = CohereEmbeddingMapping(
-            model=model, base_url=base_url, api_key=api_key, chunk_size=chunk_size
-        )
-        super().__init__(
-            http_client=http_client,
-            async_http_client=async_http_client,
-            timeout=timeout,
-            recorder=recorder,
-        )
+    mapping_class = CohereEmbeddingMapping
 
 
 class CohereReranker(RerankProvider):
     """Cohere rerank; usage is ``RerankUsage(search_units=...)``."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        timeout: Timeout = None,
-        recorder: Recorder | None = None,
-    ) -> None:
-        self._mapping = CohereRerankMapping(
-            model=model, base_url=base_url, api_key=api_key, chunk_size=None
-        )
-        super().__init__(
-            http_client=http_client,
-            async_http_client=async_http_client,
-            timeout=timeout,
-            recorder=recorder,
-        )
+    mapping_class = CohereRerankMapping

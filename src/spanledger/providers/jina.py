@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from spanledger.providers._calls import EmbedCall, RerankCall, invalid_request, with_extras
-from spanledger.providers._driver import Timeout
 from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
 from spanledger.providers._provider import EmbeddingProvider, RerankProvider
-from spanledger.recorder import Recorder
 from spanledger.wire.endpoints import JINA_EMBEDDINGS, JINA_RERANK
 
 __all__ = ["JinaEmbeddingMapping", "JinaEmbeddings", "JinaRerankMapping", "JinaReranker"]
@@ -54,50 +50,12 @@ class JinaRerankMapping(RerankMapping):
 
 
 class JinaEmbeddings(EmbeddingProvider):
-    """Jina embeddings (no input cap, so never chunked)."""
+    """Jina embeddings (no input cap, so never chunked unless ``chunk_size`` says so)."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        timeout: Timeout = None,
-        recorder: Recorder | None = None,
-    ) -> None:
-        self._mapping = JinaEmbeddingMapping(
-            model=model, base_url=base_url, api_key=api_key, chunk_size=None
-        )
-        super().__init__(
-            http_client=http_client,
-            async_http_client=async_http_client,
-            timeout=timeout,
-            recorder=recorder,
-        )
+    mapping_class = JinaEmbeddingMapping
 
 
 class JinaReranker(RerankProvider):
     """Jina rerank; usage is ``RerankUsage(input_tokens=...)`` from ``usage.total_tokens``."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        timeout: Timeout = None,
-        recorder: Recorder | None = None,
-    ) -> None:
-        self._mapping = JinaRerankMapping(
-            model=model, base_url=base_url, api_key=api_key, chunk_size=None
-        )
-        super().__init__(
-            http_client=http_client,
-            async_http_client=async_http_client,
-            timeout=timeout,
-            recorder=recorder,
-        )
+    mapping_class = JinaRerankMapping

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import httpx
+from typing import Any, Unpack
 
 from spanledger.providers._calls import EmbedCall, with_extras
-from spanledger.providers._driver import Timeout
 from spanledger.providers._mapping import EmbeddingMapping, apply_prefix
-from spanledger.providers._provider import EmbeddingProvider
-from spanledger.recorder import Recorder
+from spanledger.providers._provider import ClientOptions, EmbeddingProvider
 from spanledger.wire.endpoints import OPENAI_EMBEDDINGS
 
 __all__ = ["OpenAIEmbeddingMapping", "OpenAIEmbeddings"]
@@ -50,33 +46,21 @@ class OpenAIEmbeddingMapping(EmbeddingMapping):
 
 
 class OpenAIEmbeddings(EmbeddingProvider):
-    """Embeddings over the OpenAI-compatible wire; ``base_url`` is an origin."""
+    """Embeddings over the OpenAI-compatible wire; ``base_url`` is an origin.
+    ``query_prefix`` / ``document_prefix``: text put before each input of that ``input_type``."""
+
+    mapping_class = OpenAIEmbeddingMapping
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        timeout: Timeout = None,
-        recorder: Recorder | None = None,
-        chunk_size: int | None = None,
         query_prefix: str | None = None,
         document_prefix: str | None = None,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        self._mapping = OpenAIEmbeddingMapping(
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            chunk_size=chunk_size,
-            query_prefix=query_prefix,
-            document_prefix=document_prefix,
-        )
-        super().__init__(
-            http_client=http_client,
-            async_http_client=async_http_client,
-            timeout=timeout,
-            recorder=recorder,
-        )
+        self._prefixes = {"query_prefix": query_prefix, "document_prefix": document_prefix}
+        super().__init__(model, **options)
+
+    def _mapping_options(self) -> dict[str, Any]:
+        return self._prefixes

@@ -8,9 +8,7 @@ applies ``top_k`` on the client (the wire has no ``top_n``). TEI reports no usag
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import httpx
+from typing import Any, Unpack
 
 from spanledger.providers._calls import (
     EmbedCall,
@@ -19,10 +17,8 @@ from spanledger.providers._calls import (
     reject_conflict,
     with_extras,
 )
-from spanledger.providers._driver import Timeout
 from spanledger.providers._mapping import EmbeddingMapping, RerankMapping, apply_prefix
-from spanledger.providers._provider import EmbeddingProvider, RerankProvider
-from spanledger.recorder import Recorder
+from spanledger.providers._provider import ClientOptions, EmbeddingProvider, RerankProvider
 from spanledger.wire.endpoints import TEI_EMBEDDINGS, TEI_RERANK
 
 __all__ = ["TEIEmbeddingMapping", "TEIEmbeddings", "TEIRerankMapping", "TEIReranker"]
@@ -100,61 +96,33 @@ class TEIRerankMapping(RerankMapping):
 
 
 class TEIEmbeddings(EmbeddingProvider):
-    """Embeddings from a TEI deployment; ``base_url`` (its origin) is required."""
+    """Embeddings from a TEI deployment; ``base_url`` (its origin) is required.
+    ``input_type_prompt_map`` names TEI's ``prompt_name`` per ``input_type``; else
+    ``query_prefix`` / ``document_prefix`` are put before the texts."""
+
+    mapping_class = TEIEmbeddingMapping
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str,
-        api_key: str | None = None,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        timeout: Timeout = None,
-        recorder: Recorder | None = None,
-        chunk_size: int | None = None,
         input_type_prompt_map: Mapping[str, str] | None = None,
         query_prefix: str | None = None,
         document_prefix: str | None = None,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        self._mapping = TEIEmbeddingMapping(
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            chunk_size=chunk_size,
-            input_type_prompt_map=input_type_prompt_map,
-            query_prefix=query_prefix,
-            document_prefix=document_prefix,
-        )
-        super().__init__(
-            http_client=http_client,
-            async_http_client=async_http_client,
-            timeout=timeout,
-            recorder=recorder,
-        )
+        self._prompts = {
+            "input_type_prompt_map": input_type_prompt_map,
+            "query_prefix": query_prefix,
+            "document_prefix": document_prefix,
+        }
+        super().__init__(model, **options)
+
+    def _mapping_options(self) -> dict[str, Any]:
+        return self._prompts
 
 
 class TEIReranker(RerankProvider):
     """Rerank on a TEI deployment; documents over ``chunk_size`` are sent in chunks."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str,
-        api_key: str | None = None,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        timeout: Timeout = None,
-        recorder: Recorder | None = None,
-        chunk_size: int | None = None,
-    ) -> None:
-        self._mapping = TEIRerankMapping(
-            model=model, base_url=base_url, api_key=api_key, chunk_size=chunk_size
-        )
-        super().__init__(
-            http_client=http_client,
-            async_http_client=async_http_client,
-            timeout=timeout,
-            recorder=recorder,
-        )
+    mapping_class = TEIRerankMapping

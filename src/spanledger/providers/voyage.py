@@ -8,13 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from spanledger.providers._calls import EmbedCall, RerankCall, invalid_request, with_extras
-from spanledger.providers._driver import Timeout
 from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
 from spanledger.providers._provider import EmbeddingProvider, RerankProvider
-from spanledger.recorder import Recorder
 from spanledger.wire.endpoints import VOYAGE_EMBEDDINGS, VOYAGE_RERANK
 
 __all__ = ["VoyageEmbeddingMapping", "VoyageEmbeddings", "VoyageRerankMapping", "VoyageReranker"]
@@ -62,49 +58,10 @@ class VoyageRerankMapping(RerankMapping):
 class VoyageEmbeddings(EmbeddingProvider):
     """Voyage embeddings; inputs over 1,000 (or ``chunk_size``) are chunked and stitched."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        timeout: Timeout = None,
-        recorder: Recorder | None = None,
-        chunk_size: int | None = None,
-    ) -> None:
-        self._mapping = VoyageEmbeddingMapping(
-            model=model, base_url=base_url, api_key=api_key, chunk_size=chunk_size
-        )
-        super().__init__(
-            http_client=http_client,
-            async_http_client=async_http_client,
-            timeout=timeout,
-            recorder=recorder,
-        )
+    mapping_class = VoyageEmbeddingMapping
 
 
 class VoyageReranker(RerankProvider):
     """Voyage rerank; usage is ``RerankUsage(input_tokens=...)``."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
-        timeout: Timeout = None,
-        recorder: Recorder | None = None,
-    ) -> None:
-        self._mapping = VoyageRerankMapping(
-            model=model, base_url=base_url, api_key=api_key, chunk_size=None
-        )
-        super().__init__(
-            http_client=http_client,
-            async_http_client=async_http_client,
-            timeout=timeout,
-            recorder=recorder,
-        )
+    mapping_class = VoyageRerankMapping

@@ -158,6 +158,10 @@ class Endpoint:
     """A response header naming the vendor's error code (``x-amzn-errortype``)."""
     error_codes: dict[str, ErrorCategory] = field(default_factory=dict)
     """Categories by vendor error code, over the status's."""
+    key_header: str = "authorization"
+    """The request header that carries the API key."""
+    key_scheme: str = "Bearer "
+    """What goes before the key in that header."""
     provider: str = field(init=False)
     """The vendor's name as events carry it (a plain ``str``, read on every call)."""
     route_pattern: re.Pattern[str] | None = field(init=False)
@@ -427,6 +431,23 @@ BEDROCK_COHERE_EMBEDDINGS = replace(
 )
 """Cohere Embed v3 / v4 on Bedrock: Cohere's v1 body, with no usage in it; the tokens come
 only in the ``X-Amzn-Bedrock-Input-Token-Count`` header."""
+BEDROCK_NOVA_EMBEDDINGS = replace(
+    BEDROCK_TITAN_EMBEDDINGS,
+    items_key="singleEmbeddingParams",
+    items_at=("singleEmbeddingParams",),
+    item_text_at=("text", "value"),
+    name="bedrock-nova-embed",
+    tokens_at=None,
+    dimensions_key=None,
+    dimensions_at=("singleEmbeddingParams", "embeddingDimension"),
+    vectors=VectorLayout.ITEMS,
+    vectors_at=("embeddings",),
+    vector_in=("embedding",),
+    selects_by=(("singleEmbeddingParams",),),
+    model_prefixes=("amazon.nova",),
+)
+"""Amazon Nova multimodal embeddings: one input a request, ``embeddings[].embedding``, tokens
+only in the header."""
 BEDROCK_COHERE_RERANK = replace(
     BEDROCK_TITAN_EMBEDDINGS,
     operation="rerank",
@@ -499,6 +520,8 @@ GEMINI_EMBEDDINGS = Endpoint(
     model_pattern="[^/:]+",
     default_base_url="https://generativelanguage.googleapis.com",
     api_key_env="GEMINI_API_KEY",
+    key_header="x-goog-api-key",
+    key_scheme="",
     default_chunk_size=100,
     hosts=_GOOGLE_HOSTS,
 )
@@ -584,6 +607,8 @@ AZURE_EMBEDDINGS = replace(
     request_model_at=None,
     default_base_url=None,
     api_key_env="AZURE_OPENAI_API_KEY",
+    key_header="api-key",
+    key_scheme="",
     hosts=_AZURE_HOSTS,
 )
 """Azure OpenAI's deployment route: the URL names the deployment, the response the model."""
@@ -594,6 +619,8 @@ AZURE_V1_EMBEDDINGS = replace(
     name="azure-v1-embeddings",
     default_base_url=None,
     api_key_env="AZURE_OPENAI_API_KEY",
+    key_header="api-key",
+    key_scheme="",
     hosts=_AZURE_HOSTS,
 )
 """Azure OpenAI's ``/openai/v1/`` route: the deployment is the body's ``model``."""
@@ -678,6 +705,7 @@ SDK_ONLY_ENDPOINTS: tuple[Endpoint, ...] = (
     BEDROCK_RERANK,
     COHERE_V1_EMBEDDINGS,
     BEDROCK_COHERE_EMBEDDINGS,
+    BEDROCK_NOVA_EMBEDDINGS,
     BEDROCK_COHERE_RERANK,
     GEMINI_EMBED_CONTENT,
     VERTEX_EMBED_CONTENT,
