@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence, Sized
 from types import TracebackType
 from typing import Any, Self
 
+import httpx
+
 from spanledger import figures
 from spanledger._logs import get_logger
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
@@ -43,7 +45,7 @@ from spanledger.recording.facts import (
     text_or_none,
 )
 from spanledger.recording.reported import answered_badly, reported
-from spanledger.wire.endpoints import Operation, endpoint_for
+from spanledger.wire.endpoints import Operation, Vendor, bedrock_model, endpoint_for
 from spanledger.wire.http import parse_json
 from spanledger.wire.read import malformed, rerank_usage
 
@@ -161,18 +163,21 @@ class _Record:
         except Exception as exc:
             logged(exc)
 
-    def _raw_figures(self, raw: object) -> Figures | ProviderError:
-        """Figures read from ``raw`` by the vendor endpoint's rules (nothing for an unknown
-        vendor), or the error a body the endpoint does not answer stands for."""
+    def _raw_figures(
+        self, raw: object, headers: Mapping[str, str] | None = None
+    ) -> Figures | ProviderError:
+        """Figures read from ``raw`` (and the response ``headers``, where the vendor sends a
+        figure in one) by the vendor endpoint's rules (nothing for an unknown vendor), or the
+        error a body the endpoint does not answer stands for."""
         facts = self._facts
-        endpoint = endpoint_for(facts.provider, facts.operation)
+        endpoint = endpoint_for(facts.provider, facts.operation, facts.model)
         if raw is None or endpoint is None:
             return Figures()
         text = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
         body = bytes(text) if isinstance(text, bytes | bytearray) else None
         try:
             payload = parse_json(body) if body is not None else raw
-            return reported(endpoint, payload, facts)
+            return reported(endpoint, payload, facts, _header_map(headers))
         except ProviderError as error:
             return answered_badly(error, None, body)
         except Exception as exc:
@@ -192,11 +197,13 @@ class EmbeddingRecord(_Record):
         raw: object = None,
         response_model: object = None,
         dimensions: int | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         """End the call as a success. ``vectors`` only give the width (never recorded);
-        ``dimensions`` says it directly."""
+        ``dimensions`` says it directly. ``headers``: the response's, for a vendor that sends
+        its figure in one (Cohere on Bedrock)."""
         self._claim_outcome()
-        found = self._raw_figures(raw)
+        found = self._raw_figures(raw, headers)
         if isinstance(found, ProviderError):
             problem = found  # the body is the 2xx answer the provider gave
             self._end(lambda recording: recording.failed(problem, answered=True))
@@ -240,7 +247,7 @@ class RerankRecord(_Record):
         count = _count(results)
         if count is None:
             count = result_count if type(result_count) is int and result_count >= 0 else None
-        known = endpoint_for(self._facts.provider, "rerank") is not None
+        known = endpoint_for(self._facts.provider, "rerank", self._facts.model) is not None
         if count is None and (raw is None or not known):
             raise TypeError(
                 "succeeded() needs results, result_count or a known vendor's raw body to count"
@@ -296,7 +303,7 @@ def record_embedding(
         extras=extras,
         server_address=text_or_none(server_address),
         server_port=positive_int(server_port),
-        billing=_billing(provider, "embeddings"),
+        billing=_billing(provider, "embeddings", model),
     )
     return EmbeddingRecord(facts, recorder)
 
@@ -313,8 +320,11 @@ def record_rerank(
     server_port: int | None = None,
     extras: Mapping[str, Any] | None = None,
     recorder: Recorder | None = None,
+    document_ids: Sequence[str] | None = None,
 ) -> RerankRecord:
-    """A block recording one rerank call (``recorder``: the current one when ``None``)."""
+    """A block recording one rerank call (``recorder``: the current one when ``None``).
+    ``document_ids``: the id the request gave each document, for a vendor whose results name
+    documents by id (Vertex AI's ranking API)."""
     provider, model = _checked_identity(provider, model)
     facts = rerank_facts(
         provider=provider,
@@ -326,13 +336,25 @@ def record_rerank(
         extras=extras,
         server_address=text_or_none(server_address),
         server_port=positive_int(server_port),
-        billing=_billing(provider, "rerank"),
+        billing=_billing(provider, "rerank", model),
     )
+    if document_ids is not None:
+        facts.document_ids = list(document_ids)
     return RerankRecord(facts, recorder)
 
 
-def _billing(provider: str, operation: Operation) -> str | None:
-    endpoint = endpoint_for(provider, operation)
+def _header_map(headers: object) -> Mapping[str, str] | None:
+    """Response headers looked up by lower-case name, whatever mapping the caller had."""
+    if headers is None:
+        return None
+    try:
+        return httpx.Headers(headers)  # type: ignore[arg-type]
+    except Exception:
+        return None
+
+
+def _billing(provider: str, operation: Operation, model: str) -> str | None:
+    endpoint = endpoint_for(provider, operation, model)
     return endpoint.billing if endpoint is not None else None
 
 
@@ -342,6 +364,8 @@ def _checked_identity(provider: object, model: object) -> tuple[str, str]:
             raise TypeError(f"{name} must be a string")
         if not value:
             raise ValueError(f"{name} must not be empty")
+    if provider == Vendor.BEDROCK:
+        return str(provider), bedrock_model(str(model))  # as every path names Bedrock models
     return str(provider), str(model)
 
 
