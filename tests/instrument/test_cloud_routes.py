@@ -230,10 +230,11 @@ def test_other_calls_to_the_same_services_are_not_recognised(
 def test_a_declared_vendor_wins_over_the_port() -> None:
     url = httpx.URL("http://localhost:11434/v1/embeddings")
     body = {"model": "m", "input": ["a"]}
-    assert (
-        recognise(url, body, checked_vendors({"localhost": "openai"})).name == "openai-embeddings"
-    )  # type: ignore[union-attr]
-    assert recognise(url, body, {}).name == "ollama-v1-embeddings"  # type: ignore[union-attr]
+    declared = recognise(url, body, checked_vendors({"localhost": "openai"}))
+    by_port = recognise(url, body, {})
+    assert declared is not None
+    assert by_port is not None
+    assert (declared.name, by_port.name) == ("openai-embeddings", "ollama-v1-embeddings")
 
 
 def ollama_legacy(request: httpx.Request) -> httpx.Response:
