@@ -40,6 +40,8 @@ C = TypeVar("C")
 
 _RECORD = "_spanledger_instrumentation"
 _INTEGRATIONS = {
+    # the SDK's module (or a package of it: ``google.genai``), and the integration that wraps
+    # its clients
     "openai": "spanledger.instrumentation.openai_client",
     "cohere": "spanledger.instrumentation.cohere_client",
     "voyageai": "spanledger.instrumentation.voyage_client",
@@ -284,10 +286,11 @@ def is_instrumented(client: object) -> bool:
 
 def _integration(client: object) -> Integration:
     for klass in type(client).__mro__:
-        package = klass.__module__.split(".", 1)[0]
-        if package in _INTEGRATIONS:
-            module: Integration = importlib.import_module(_INTEGRATIONS[package])
-            return module
+        name = klass.__module__
+        for prefix in sorted(_INTEGRATIONS, key=len, reverse=True):
+            if name == prefix or name.startswith(prefix + "."):
+                module: Integration = importlib.import_module(_INTEGRATIONS[prefix])
+                return module
     raise TypeError(
         "spanledger.instrument supports openai.OpenAI/AsyncOpenAI, cohere.ClientV2/AsyncClientV2, "
         "cohere.Client/AsyncClient and voyageai.Client/AsyncClient, "
