@@ -574,7 +574,8 @@ VERTEX_EMBED_CONTENT = replace(
     api_key_env=None,
     hosts=_VERTEX_HOSTS,
 )
-"""``gemini-embedding-001`` on Vertex: Gemini's ``embedContent`` with ``usageMetadata``."""
+"""Vertex's ``embedContent`` (``gemini-embedding-2`` and later; ``gemini-embedding-001`` goes
+to ``:predict``): Gemini's shape, with ``usageMetadata``."""
 VERTEX_RANK = Endpoint(
     Vendor.VERTEX,
     "rerank",
@@ -676,7 +677,7 @@ OLLAMA_OPENAI_EMBEDDINGS = replace(
     hosts=(),
     ports=(11434,),
 )
-"""Ollama's OpenAI-compatible route: OpenAI's shape, usage from ``prompt_eval_count``."""
+"""Ollama's OpenAI-compatible route: OpenAI's shape and ``usage.prompt_tokens``."""
 
 ENDPOINTS: dict[tuple[Vendor, Operation], Endpoint] = {
     (endpoint.vendor, endpoint.operation): endpoint
