@@ -3,13 +3,16 @@ totals must equal pricing each event in process, to the last ``Decimal`` digit.
 
 Random event sets cover every outcome (priced, estimated, unmetered, unpriced, not billed),
 several validity windows of one model's price, two currencies, per-request rates and rerank
-search units, and are compared row by row with ``build_spend_report`` over the same events.
+search units, reranks billed per query by rule (which report no usage), local models (never
+unpriced) and Azure deployments (priced by the model the response reported), and are compared
+row by row with ``build_spend_report`` over the same events.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +53,49 @@ PRICES = table(
     entry("cohere", "embed-v4.0", input_per_mtok="0.12", currency="EUR"),
     entry("voyageai", "rerank-2.5", per_request="0.00005"),  # no token rate: missing rate
     entry("jina", "jina-embeddings-v3", input_per_mtok="0"),  # free
+    # billed per query by rule, the API reporting no usage; one with a per-request rate too
+    entry("aws.bedrock", "amazon.rerank-v1:0", per_search_unit="0.001"),
+    entry("gcp.vertex_ai", "semantic-*", per_search_unit="0.001", per_request="0.00001"),
+    # by model name: an event's model is the deployment
+    entry("azure.ai.openai", "text-embedding-3-small", input_per_mtok="0.02"),
+    # a user's own rate for some local models; the others have none (never unpriced)
+    entry("ollama", "priced-*", input_per_mtok="0.5"),
 )
 EMBEDDERS = [
     ("openai", "small"),
     ("cohere", "embed-v4.0"),
     ("jina", "jina-embeddings-v3"),
     ("acme", "m"),
+    ("azure.ai.openai", "my-embedder"),
+    ("azure.ai.openai", "text-embedding-3-small"),
+    ("ollama", "priced-embed"),
+    ("ollama", "nomic-embed-text"),
 ]
-RERANKERS = [("cohere", "rerank-v3.5"), ("voyageai", "rerank-2.5"), ("acme", "r")]
+RERANKERS = [
+    ("cohere", "rerank-v3.5"),
+    ("voyageai", "rerank-2.5"),
+    ("acme", "r"),
+    ("aws.bedrock", "amazon.rerank-v1:0"),
+    ("aws.bedrock", "cohere.rerank-v3-5:0"),
+    ("gcp.vertex_ai", "semantic-ranker-default-004"),
+    ("ollama", "priced-rerank"),
+    ("ollama", "bge-reranker"),
+]
+BILLING: dict[str, list[str | None]] = {  # what each endpoint bills by (None: an older log)
+    "openai": [None, "tokens"],
+    "cohere": [None, "tokens", "search_units"],
+    "jina": [None, "tokens"],
+    "voyageai": [None, "tokens"],
+    "acme": [None],
+    "azure.ai.openai": ["tokens"],
+    "aws.bedrock": ["queries"],
+    "gcp.vertex_ai": ["queries"],
+    "ollama": ["local"],
+}
+RESPONSE_MODELS: dict[str, list[str | None]] = {  # what a response says it ran
+    "azure.ai.openai": ["text-embedding-3-small", "text-embedding-3-small", None, "unknown"],
+}
+OTHER_RESPONSE_MODELS: list[str | None] = [None, "small", "unknown"]
 FAILURES = [
     (ErrorCategory.UNAVAILABLE, "ReadTimeout", None),  # abandoned after sending: may bill
     (ErrorCategory.RATE_LIMIT, "http_429", 429),  # an error status: never billed
@@ -80,13 +118,23 @@ def events(draw: st.DrawFn) -> Event:
         provider, model = draw(st.sampled_from(EMBEDDERS))
     else:
         provider, model = draw(st.sampled_from(RERANKERS))
-    common: dict[str, Any] = {"provider": provider, "started_at": at, "request_id": request}
+    billing = draw(st.sampled_from(BILLING[provider]))
+    common: dict[str, Any] = {
+        "provider": provider,
+        "started_at": at,
+        "request_id": request,
+        "billing": billing,
+    }
+    reported = RESPONSE_MODELS.get(provider, OTHER_RESPONSE_MODELS)
+    answered = {**common, "response_model": draw(st.sampled_from(reported))}
     if shape == "embed":
         tokens = draw(figures)
         garbage = () if tokens is not None else draw(st.sampled_from([(), ("input_tokens",)]))
-        return embedding_event(model, tokens=tokens, malformed_usage=garbage, **common)
+        return embedding_event(model, tokens=tokens, malformed_usage=garbage, **answered)
     if shape == "rerank":
         units, tokens = draw(figures), draw(figures)
+        if billing == "queries" and draw(st.integers(0, 3)):  # mostly what such APIs report
+            units = tokens = None
         usage = (
             None
             if units is None and tokens is None
@@ -94,7 +142,14 @@ def events(draw: st.DrawFn) -> Event:
         )
         unsent = [name for name, value in (("input_tokens", tokens), ("search_units", units))]
         sent_badly = draw(st.lists(st.sampled_from(unsent), unique=True)) if usage is None else []
-        return rerank_event(model, usage=usage, malformed_usage=sorted(sent_badly), **common)
+        documents = draw(st.one_of(st.sampled_from([1, 100, 101, 250]), st.integers(0, 1000)))
+        return rerank_event(
+            model,
+            usage=usage,
+            malformed_usage=sorted(sent_badly),
+            document_count=documents,
+            **answered,
+        )
     category, error_type, status = draw(st.sampled_from(FAILURES))
     estimate = draw(st.one_of(st.none(), st.integers(1, 3_000)))
     failure = {"category": category, "error_type": error_type, "status_code": status, **common}
@@ -211,3 +266,53 @@ def test_calls_either_side_of_a_price_change_are_priced_by_their_own_entry(
     # 1000 tokens at 0.02 per million, then 1000 at 0.013 plus 0.0000007 per request
     assert fleet["spend"] == {"USD": "0.000033700"}
     assert rows(fleet) == rows(build_spend_report([before, after], Ledger(PRICES)).to_json())
+
+
+def test_rule_billed_local_and_deployment_calls_report_as_the_ledger_prices_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bedrock: dict[str, Any] = {"provider": "aws.bedrock", "billing": "queries", "usage": None}
+    vertex: dict[str, Any] = {"provider": "gcp.vertex_ai", "billing": "queries", "usage": None}
+    batch: list[Event] = [
+        # by rule: 1 + 1 + 2 + 3 + 3 units, then 3 calls of 2 units plus a per-request rate
+        *(
+            rerank_event("amazon.rerank-v1:0", document_count=documents, **bedrock)
+            for documents in (1, 100, 101, 250, 250)
+        ),
+        *(rerank_event("semantic-ranker-default-004", document_count=150, **vertex),) * 3,
+        # local: priced by the user's own rate, else not billed, never unpriced
+        embedding_event("priced-embed", provider="ollama", tokens=2000, billing="local"),
+        embedding_event("priced-embed", provider="ollama", tokens=None, billing="local"),
+        embedding_event("nomic-embed-text", provider="ollama", tokens=7, billing="local"),
+        rerank_failed_event(
+            "bge-reranker", provider="ollama", billing="local", error_type="ReadTimeout"
+        ),
+        # an Azure deployment, priced by the model its response reported
+        embedding_event(
+            "my-embedder",
+            provider="azure.ai.openai",
+            tokens=1_000_000,
+            billing="tokens",
+            response_model="text-embedding-3-small",
+        ),
+    ]
+    log = tmp_path / "events.jsonl"
+    prices = tmp_path / "prices.json"
+    log.write_bytes(b"".join(event_line(event) for event in batch))
+    prices.write_text(json.dumps(PRICES_FILE))
+
+    fleet = report_json(log, "--prices", str(prices), capsys=capsys)
+    expected = build_spend_report(batch, Ledger(PRICES, warn=False)).to_json()
+
+    assert rows(fleet) == rows(expected)
+    assert fleet["status_counts"] == expected["status_counts"]
+    assert fleet["unpriced_models"] == expected["unpriced_models"] == []
+    assert fleet["status_counts"]["estimated"] == 8
+    assert fleet["status_counts"]["not_billed"] == 3
+    # 0.001 * 10 units + 0.001 * 6 units + 3 * 0.00001 + 0.5 * 2000 / 1e6 + 0.02
+    assert Decimal(fleet["spend"]["USD"]) == Decimal("0.03703")
+    assert fleet["spend"] == expected["spend"]
+    azure = rows(fleet)[("azure.ai.openai", "my-embedder", "priced", "USD")]
+    assert (azure[0], Decimal(azure[1])) == (1, Decimal("0.02"))
+    bedrock_row = rows(fleet)[("aws.bedrock", "amazon.rerank-v1:0", "estimated", "USD")]
+    assert bedrock_row[3] == 0  # the rule's units are an estimate, never billed figures

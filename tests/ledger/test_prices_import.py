@@ -95,7 +95,19 @@ def test_the_real_data_gives_a_table_that_loads_with_known_embedding_prices(
     assert rate(table, "voyageai", "voyage-3.5") == Decimal("0.06")
     # genai-prices matches ada-002 by the names OpenAI has answered with, too
     assert rate(table, "openai", "text-embedding-ada-002-v2") == Decimal("0.1")
-    assert {entry.provider for entry in table.entries} == {"openai", "cohere", "voyageai"}
+    assert rate(table, "aws.bedrock", "amazon.titan-embed-text-v2:0") == Decimal("0.02")
+    assert rate(table, "azure.ai.openai", "text-embedding-3-small") == Decimal("0.02")
+    assert rate(table, "gcp.gemini", "gemini-embedding-001") == Decimal("0.15")
+    assert rate(table, "mistral_ai", "mistral-embed") == Decimal("0.1")
+    assert {entry.provider for entry in table.entries} == {
+        "openai",
+        "cohere",
+        "voyageai",
+        "aws.bedrock",
+        "azure.ai.openai",
+        "gcp.gemini",
+        "mistral_ai",
+    }
     assert table.currency == "USD"
 
 
@@ -119,13 +131,16 @@ def test_no_rerank_or_chat_model_is_imported(
     table = imported_table(capsys, tmp_path)
     names = {(entry.provider, entry.model) for entry in table.entries}
     assert not [name for name in names if "rerank" in name[1].lower()]
-    # genai-prices' own chat and completion models of these providers (priced for output)
+    # genai-prices' own chat and completion models of these providers (priced for output;
+    # Mistral's embedding model carries an output rate too, which applies to nothing)
     chat = {
         (PROVIDERS[p.id], m.id)
         for p in bundled
         if p.id in PROVIDERS
         for m in p.models
-        if isinstance(m.prices, ModelPrice) and getattr(m.prices, "output_mtok", None) is not None
+        if isinstance(m.prices, ModelPrice)
+        and getattr(m.prices, "output_mtok", None) is not None
+        and "embed" not in m.id
     }
     assert ("openai", "gpt-4o") in chat
     assert ("cohere", "command-r") in chat
@@ -152,8 +167,10 @@ def test_providers_spanledger_does_not_know_are_skipped_and_counted(
     unknown = [line for line in lines if "of providers spanledger does not know" in line]
     assert len(unknown) == 1
     assert re.match(r"skipped \d+ embedding models of providers", unknown[0])
-    for name in ("aws", "azure", "google", "mistral"):  # they list embedding models too
+    for name in ("cloudflare", "perplexity"):  # they list embedding models too
         assert re.search(rf"[(, ]{name} \d+", unknown[0]), name
+    for name in ("aws", "azure", "google", "mistral"):  # known now, as spanledger's own names
+        assert not re.search(rf"[(, ]{name} \d+", unknown[0]), name
     assert not {entry.provider for entry in table.entries} - set(PROVIDERS.values())
     # a chat model is not an embedding model that was skipped: it is not considered at all
     assert "gpt-4o" not in err
@@ -256,11 +273,11 @@ def test_embedding_models_are_known_by_name_and_rerankers_never_are() -> None:
         ),
         provider("cohere", model("rerank-v9", cheap), model("embed-rerank-v9", cheap)),
         provider("voyageai", model("voyage-9", cheap), model("rerank-9", cheap)),
-        provider("mistral", model("mistral-embed", cheap), model("mistral-large", cheap)),
+        provider("acme", model("acme-embed", cheap), model("acme-large", cheap)),
     ]
     imported = convert_genai_prices(data, version="9", today=TODAY)
     assert [e.label for e in imported.entries] == ["openai/text-embedding-9", "voyageai/voyage-9"]
-    assert imported.unknown_providers == {"mistral": 1}
+    assert imported.unknown_providers == {"acme": 1}
     assert imported.skipped == {}  # gpt-9 and audio-9 were never taken for embedding models
 
 

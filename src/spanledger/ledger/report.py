@@ -121,7 +121,7 @@ def _unpriced(event: Event) -> CostLine:
         kind = "embedding" if isinstance(event, EmbeddingFailedEvent) else "rerank"
         failure = (event.error_category.value, event.error_type, event.status_code)
         return unrecorded_cost(kind, event.estimated_usage is None, failure, event.billing)
-    return unrecorded_cost("", False, (None, None, None), event.billing)
+    return local_model(_NOT_PRICED) if event.billing == LOCAL_BILLING else _NOT_PRICED
 
 
 def build_spend_report(events: Iterable[Event], ledger: Ledger | None = None) -> SpendReport:
