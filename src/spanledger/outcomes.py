@@ -37,6 +37,10 @@ class FallbackAttempt(BaseModel):
     usage: RerankUsage | None = None
     usage_estimated: bool = False
     error_category: ErrorCategory | None = None
+    billing: str | None = None
+    """What the step's endpoint bills by (``queries``: by rule, no usage reported; ``local``)."""
+    document_count: int | None = None
+    """How many documents the step was sent, for a rule that bills by them."""
 
 
 class RerankOutcome(BaseModel):

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from spanledger.costs import CostCode, CostLine
 from spanledger.ledger.prices import PriceTable
-from spanledger.ledger.pricing import not_billed, price_usage
+from spanledger.ledger.pricing import local_model, not_billed, price_by_rule, price_usage
 from spanledger.outcomes import RerankOutcome
 
 __all__ = ["outcome_spend", "price_outcome"]
@@ -27,17 +27,26 @@ def price_outcome(prices: PriceTable, outcome: RerankOutcome) -> list[CostLine]:
             lines.append(not_billed("not attempted: the deadline ran out", CostCode.NOT_ATTEMPTED))
         elif attempt.status == "failed" and attempt.usage is None:
             lines.append(not_billed(f"failed ({attempt.reason}) before the provider billed it"))
-        else:
+        elif attempt.usage is None and attempt.billing == "queries" and attempt.document_count:
             lines.append(
-                price_usage(
+                price_by_rule(
                     prices,
                     attempt.provider,
                     attempt.model,
                     attempt.started_at,
-                    attempt.usage,
-                    estimated=attempt.usage_estimated,
+                    attempt.document_count,
                 )
             )
+        else:
+            line = price_usage(
+                prices,
+                attempt.provider,
+                attempt.model,
+                attempt.started_at,
+                attempt.usage,
+                estimated=attempt.usage_estimated,
+            )
+            lines.append(local_model(line) if attempt.billing == "local" else line)
     return lines
 
 

@@ -60,7 +60,7 @@ def with_fallback(
         except Exception as error:  # a step never breaks the chain
             attempts.append(_failed(step, error, started, t0, query, documents))
             continue
-        attempts.append(_answered(step, answer, started, t0))
+        attempts.append(_answered(step, answer, started, t0, len(documents)))
         return _finish(attempts, answer, len(documents), top_k)
     return _finish(attempts, None, len(documents), top_k)
 
@@ -94,7 +94,7 @@ async def awith_fallback(
             cause = asyncio.CancelledError() if isinstance(error, TimeoutError) else error
             attempts.append(_failed(step, cause, started, t0, query, documents))
             continue
-        attempts.append(_answered(step, answer, started, t0))
+        attempts.append(_answered(step, answer, started, t0, len(documents)))
         return _finish(attempts, answer, len(documents), top_k)
     return _finish(attempts, None, len(documents), top_k)
 
@@ -108,7 +108,7 @@ def _budget(start: float, deadline: float, step_timeout: float | None) -> float 
 
 
 def _answered(
-    step: RerankProvider, answer: RerankResponse, started: datetime, t0: float
+    step: RerankProvider, answer: RerankResponse, started: datetime, t0: float, documents: int
 ) -> FallbackAttempt:
     return FallbackAttempt(
         provider=step.provider,
@@ -117,6 +117,8 @@ def _answered(
         started_at=started,
         duration_ms=(time.perf_counter() - t0) * 1000,
         usage=answer.usage,
+        billing=step.billing,
+        document_count=documents,
     )
 
 
@@ -150,6 +152,8 @@ def _failed(
         usage=usage,
         usage_estimated=usage is not None,
         error_category=category,
+        billing=step.billing,
+        document_count=len(documents),
     )
 
 
@@ -160,6 +164,7 @@ def _skipped(step: RerankProvider) -> FallbackAttempt:
         status="skipped",
         reason="deadline exhausted",
         started_at=datetime.now(UTC),
+        billing=step.billing,
     )
 
 
