@@ -39,7 +39,23 @@ _CLOSED_PORT = "http://127.0.0.1:9"
 
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 _DROPPED_PREFIXES = ("OTEL_", "LANGFUSE_", "SPANLEDGER_", "PYTEST_", "HAYSTACK_")
-_VENDOR_KEYS = {"OPENAI_API_KEY", "CO_API_KEY", "COHERE_API_KEY", "JINA_API_KEY", "VOYAGE_API_KEY"}
+_VENDOR_KEYS = {
+    "OPENAI_API_KEY",
+    "CO_API_KEY",
+    "COHERE_API_KEY",
+    "JINA_API_KEY",
+    "VOYAGE_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_ENDPOINT",
+    "MISTRAL_API_KEY",
+    "OLLAMA_HOST",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+}
 
 CONSOLE_LINE = re.compile(r"(embed |rerank) \S+ +\S+ +\d+\.\d ms  .+")
 """A line ``ConsoleSink`` writes to standard error (``describe_event``)."""
@@ -61,6 +77,15 @@ EXPECTED_STDOUT: dict[str, list[re.Pattern[str]]] = {
         re.compile(r"embedding openai text-embedding-3-small input_tokens=[1-9]\d*"),
         re.compile(r"embedding openai text-embedding-3-small input_tokens=[1-9]\d*"),
         re.compile(r"embedding mine m input_tokens=3"),
+    ],
+    # The cloud and local provider classes: each call's figures and how the ledger priced it.
+    "Clouds and local servers": [
+        re.compile(r"gcp\.gemini gemini-embedding-001 input_tokens=[1-9]\d* priced \S+"),
+        re.compile(r"gcp\.vertex_ai gemini-embedding-001 input_tokens=[1-9]\d* priced \S+"),
+        re.compile(r"gcp\.vertex_ai semantic-ranker-default-004 None estimated 0\.001"),
+        re.compile(r"azure\.ai\.openai my-embedder input_tokens=[1-9]\d* priced \S+"),
+        re.compile(r"mistral_ai mistral-embed input_tokens=[1-9]\d* priced \S+"),
+        re.compile(r"ollama nomic-embed-text input_tokens=[1-9]\d* not_billed 0"),
     ],
     # Each framework recipe: what its request was billed and the share of context it cited.
     "Recipes: the frameworks": [
