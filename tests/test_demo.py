@@ -55,10 +55,21 @@ def test_demo_tour_drives_every_provider(tmp_path: Path) -> None:
     log = spanledger.read_events(log_path)
     assert log.problems == []
     kinds = [e.kind for e in log.events]
-    assert kinds.count("embedding") == 8
-    assert kinds.count("rerank") == 4
+    assert kinds.count("embedding") == 13
+    assert kinds.count("rerank") == 5
     assert kinds.count("rerank_failed") == 1
-    assert {e.provider for e in log.events} == {"openai", "cohere", "jina", "tei", "voyageai"}
+    assert {e.provider for e in log.events} == {
+        "openai",
+        "cohere",
+        "jina",
+        "tei",
+        "voyageai",
+        "gcp.gemini",
+        "gcp.vertex_ai",
+        "azure.ai.openai",
+        "mistral_ai",
+        "ollama",
+    }
     chunked = [e for e in log.events if e.kind == "embedding" and e.input_count == 40]
     assert len(chunked) == 1
     malformed = [e for e in log.events if e.model == "usage-malformed"]

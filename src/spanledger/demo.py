@@ -23,15 +23,21 @@ from spanledger.eventlog import read_events
 from spanledger.exporters import ConsoleSink, JsonlSink
 from spanledger.ledger import example_prices_path
 from spanledger.providers import (
+    AzureOpenAIEmbeddings,
     CohereEmbeddings,
     CohereReranker,
     EmbeddingProvider,
+    GeminiEmbeddings,
     JinaEmbeddings,
     JinaReranker,
+    MistralEmbeddings,
+    OllamaEmbeddings,
     OpenAIEmbeddings,
     RerankProvider,
     TEIEmbeddings,
     TEIReranker,
+    VertexEmbeddings,
+    VertexReranker,
     VoyageEmbeddings,
     VoyageReranker,
 )
@@ -145,12 +151,24 @@ def run_tour(events_path: Path, out: TextIO) -> int:
             JinaEmbeddings("jina-embeddings-v3", base_url=standin.base_url("jina")),
             TEIEmbeddings("BAAI/bge-small-en-v1.5", base_url=standin.base_url("tei")),
             VoyageEmbeddings("voyage-3.5", base_url=standin.base_url("voyageai")),
+            GeminiEmbeddings("gemini-embedding-001", base_url=standin.base_url("gcp.gemini")),
+            VertexEmbeddings(
+                "text-embedding-005", project="demo", base_url=standin.base_url("gcp.vertex_ai")
+            ),
+            AzureOpenAIEmbeddings("my-embedder", base_url=standin.base_url("azure.ai.openai")),
+            MistralEmbeddings("mistral-embed", base_url=standin.base_url("mistral_ai")),
+            OllamaEmbeddings("nomic-embed-text", base_url=standin.base_url("ollama")),
         ]
         rerankers: list[RerankProvider] = [
             CohereReranker("rerank-v3.5", base_url=standin.base_url("cohere")),
             JinaReranker("jina-reranker-v2-base-multilingual", base_url=standin.base_url("jina")),
             TEIReranker("BAAI/bge-reranker-base", base_url=standin.base_url("tei")),
             VoyageReranker("rerank-2.5", base_url=standin.base_url("voyageai")),
+            VertexReranker(
+                "semantic-ranker-default-004",
+                project="demo",
+                base_url=standin.base_url("gcp.vertex_ai"),
+            ),
         ]
         try:
             for embedder in embedders:

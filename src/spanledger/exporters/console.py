@@ -34,7 +34,7 @@ def _usage_text(usage: EmbeddingUsage | RerankUsage | None) -> str:
 def describe_event(event: Event) -> str:
     """One line: operation, provider, model, latency, then usage or the failure category."""
     operation = "embed " if isinstance(event, EmbeddingEvent | EmbeddingFailedEvent) else "rerank"
-    head = f"{operation} {event.provider:<8} {event.model:<28} {event.latency_ms:8.1f} ms  "
+    head = f"{operation} {event.provider:<15} {event.model:<28} {event.latency_ms:8.1f} ms  "
     if isinstance(event, EmbeddingEvent):
         return f"{head}{event.input_count} inputs -> {_usage_text(event.usage)}"
     if isinstance(event, RerankEvent):
