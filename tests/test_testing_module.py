@@ -34,16 +34,32 @@ from spanledger.testing import (
     Reply,
     Route,
     StandIn,
+    azure_embeddings,
+    azure_v1_embeddings,
+    bedrock_cohere_embeddings,
+    bedrock_cohere_rerank,
+    bedrock_nova_embeddings,
+    bedrock_rerank,
+    bedrock_titan_embeddings,
     cohere_embeddings,
     cohere_rerank,
     cohere_v1_embeddings,
     cohere_v1_rerank,
+    gemini_embed_content,
+    gemini_embeddings,
     jina_embeddings,
     jina_rerank,
+    mistral_embeddings,
+    ollama_embed,
+    ollama_embeddings,
+    ollama_openai_embeddings,
     openai_embeddings,
     standin_vector,
     tei_embeddings,
     tei_rerank,
+    vertex_embed_content,
+    vertex_embeddings,
+    vertex_rank,
     voyage_embeddings,
     voyage_rerank,
 )
@@ -74,6 +90,7 @@ class Endpoint:
     route: Route
     call: Callable[[str], object]  # base_url -> drives one call
     usage: spanledger.EmbeddingUsage | spanledger.RerankUsage | None
+    path: str | None = None  # the path the call sends, where the route's is a template
 
 
 def _embed(kind: Any, model: str) -> Callable[[str], object]:
@@ -92,7 +109,138 @@ def _rerank(kind: Any, model: str) -> Callable[[str], object]:
     return call
 
 
+def _http(vendor: str, path: str, body: dict[str, Any]) -> Callable[[str], object]:
+    """A call with no provider class: plain httpx, recorded by spanledger's transport."""
+
+    def call(base_url: str) -> object:
+        recording = spanledger.instrumentation.transport(vendors={base_url: vendor})
+        with httpx.Client(transport=recording) as client:
+            return client.post(base_url + path, json=body)
+
+    return call
+
+
+def _cloud(name: str, route: Route, path: str, body: dict[str, Any], usage: Any) -> Endpoint:
+    return Endpoint(name, route, _http(route.vendor, path, body), usage, path.partition("?")[0])
+
+
+TITAN = "/model/amazon.titan-embed-text-v2%3A0/invoke"
+VERTEX = "/v1/projects/p/locations/us-central1/publishers/google/models"
+RECORDS = [{"id": f"r{i}", "content": d} for i, d in enumerate(DOCS)]
+AGENT_RERANK = {
+    "queries": [{"type": "TEXT", "textQuery": {"text": "moon tides"}}],
+    "sources": [{"inlineDocumentSource": {"textDocument": {"text": d}}} for d in DOCS],
+    "rerankingConfiguration": {
+        "bedrockRerankingConfiguration": {
+            "numberOfResults": 2,
+            "modelConfiguration": {"modelArn": "arn:aws:bedrock:::foundation-model/amazon.rerank"},
+        }
+    },
+}
+TEXTS = ["alpha beta", "gamma"]
 TOKENS = spanledger.EmbeddingUsage(input_tokens=11)
+CLOUD_ENDPOINTS = [
+    _cloud("bedrock-titan", bedrock_titan_embeddings(tokens=11), TITAN, {"inputText": "a"}, TOKENS),
+    _cloud(
+        "bedrock-cohere-embed",
+        bedrock_cohere_embeddings(tokens=11),
+        "/model/cohere.embed-v4%3A0/invoke",
+        {"texts": TEXTS},
+        TOKENS,
+    ),
+    _cloud(
+        "bedrock-nova",
+        bedrock_nova_embeddings(tokens=11),
+        "/model/amazon.nova-2-multimodal-embeddings-v1%3A0/invoke",
+        {"singleEmbeddingParams": {"text": {"value": "a"}}},
+        TOKENS,
+    ),
+    _cloud(
+        "bedrock-cohere-rerank",
+        bedrock_cohere_rerank(),
+        "/model/cohere.rerank-v3-5%3A0/invoke",
+        {"query": "moon tides", "documents": DOCS, "top_n": 2},
+        None,
+    ),
+    _cloud("bedrock-rerank", bedrock_rerank(), "/rerank", AGENT_RERANK, None),
+    _cloud(
+        "gemini-batch",
+        gemini_embeddings(tokens=11),
+        "/v1beta/models/gemini-embedding-2:batchEmbedContents",
+        {"requests": [{"content": {"parts": [{"text": t}]}} for t in TEXTS]},
+        TOKENS,
+    ),
+    _cloud(
+        "gemini-embed-content",
+        gemini_embed_content(tokens=11),
+        "/v1beta/models/gemini-embedding-2:embedContent",
+        {"content": {"parts": [{"text": "a"}]}},
+        TOKENS,
+    ),
+    _cloud(
+        "vertex-predict",
+        vertex_embeddings(tokens=11),
+        f"{VERTEX}/text-embedding-005:predict",
+        {"instances": [{"content": t} for t in TEXTS]},
+        TOKENS,
+    ),
+    _cloud(
+        "vertex-embed-content",
+        vertex_embed_content(tokens=11),
+        f"{VERTEX}/gemini-embedding-001:embedContent",
+        {"content": {"parts": [{"text": "a"}]}},
+        TOKENS,
+    ),
+    _cloud(
+        "vertex-rank",
+        vertex_rank(),
+        "/v1/projects/p/locations/global/rankingConfigs/default_ranking_config:rank",
+        {"query": "moon tides", "records": RECORDS, "topN": 2},
+        None,
+    ),
+    _cloud(
+        "azure-deployment",
+        azure_embeddings(tokens=11),
+        "/openai/deployments/my-embedder/embeddings?api-version=2024-10-21",
+        {"input": TEXTS},
+        TOKENS,
+    ),
+    _cloud(
+        "azure-v1",
+        azure_v1_embeddings(tokens=11),
+        "/openai/v1/embeddings",
+        {"model": "my-embedder", "input": TEXTS},
+        TOKENS,
+    ),
+    _cloud(
+        "mistral",
+        mistral_embeddings(tokens=11),
+        "/v1/embeddings",
+        {"model": "mistral-embed", "input": TEXTS},
+        TOKENS,
+    ),
+    _cloud(
+        "ollama-embed",
+        ollama_embed(tokens=11),
+        "/api/embed",
+        {"model": "nomic-embed-text", "input": TEXTS},
+        TOKENS,
+    ),
+    _cloud(
+        "ollama-legacy",
+        ollama_embeddings(),
+        "/api/embeddings",
+        {"model": "nomic-embed-text", "prompt": "a"},
+        None,
+    ),
+    _cloud(
+        "ollama-openai",
+        ollama_openai_embeddings(tokens=11),
+        "/v1/embeddings",
+        {"model": "nomic-embed-text", "input": TEXTS},
+        TOKENS,
+    ),
+]
 ENDPOINTS = [
     Endpoint(
         "openai-embeddings", openai_embeddings(tokens=11), _embed(OpenAIEmbeddings, "m"), TOKENS
@@ -124,6 +272,7 @@ ENDPOINTS = [
         _rerank(VoyageReranker, "m"),
         spanledger.RerankUsage(input_tokens=23),
     ),
+    *CLOUD_ENDPOINTS,
 ]
 
 
@@ -138,7 +287,8 @@ def test_each_endpoint_answers_and_the_event_has_the_usage_its_route_reports(
     assert event.usage == endpoint.usage
     assert (event.server_address, event.server_port) == ("127.0.0.1", httpx.URL(server.url).port)
     [request] = server.requests
-    assert (request.vendor, request.path) == (endpoint.route.vendor, endpoint.route.path)
+    sent = endpoint.path or endpoint.route.path
+    assert (request.vendor, request.path) == (endpoint.route.vendor, sent)
 
 
 def test_embeddings_are_the_documented_stand_in_vectors(
@@ -499,3 +649,22 @@ def test_cohere_v1_routes_answer_the_v1_client_with_the_figures_they_are_given(
     assert embedding.usage == spanledger.EmbeddingUsage(input_tokens=11)
     assert rerank.usage == spanledger.RerankUsage(search_units=4)
     assert [r.path for r in server.requests] == ["/v1/embed", "/v1/rerank"]
+
+
+def test_a_cloud_routes_vendor_error_reaches_the_event_by_its_code(
+    server: StandIn, events: list[spanledger.Event]
+) -> None:
+    server.route(bedrock_titan_embeddings().failing(503, retry_after=4), times=1)
+    call = _http("aws.bedrock", TITAN, {"inputText": "a"})
+    call(server.base_url("aws.bedrock"))
+    _http("aws.bedrock", "/model/not-ready/invoke", {"inputText": "a"})(
+        server.base_url("aws.bedrock")
+    )
+    call(server.base_url("aws.bedrock"))
+    unavailable, not_ready, answered = events
+    assert isinstance(unavailable, spanledger.EmbeddingFailedEvent)
+    assert (unavailable.status_code, unavailable.retry_after) == (503, 4.0)
+    assert unavailable.error_category is spanledger.ErrorCategory.UNAVAILABLE
+    assert isinstance(not_ready, spanledger.EmbeddingFailedEvent)
+    assert not_ready.error_category is spanledger.ErrorCategory.MODEL_NOT_LOADED
+    assert isinstance(answered, spanledger.EmbeddingEvent)

@@ -1,18 +1,23 @@
 """A loopback server that speaks the vendors' embedding and rerank wire formats, for tests.
 
-``StandIn`` answers the OpenAI, Cohere, Jina, Hugging Face TEI and Voyage endpoints on
-127.0.0.1, so code that calls them (through ``spanledger.providers`` or a vendor SDK) runs in a
+``StandIn`` answers the OpenAI, Cohere, Jina, Hugging Face TEI and Voyage endpoints, and those
+of AWS Bedrock, the Gemini API, Vertex AI, Azure OpenAI, Mistral and Ollama, on 127.0.0.1, so
+code that calls them (through ``spanledger.providers``, a vendor SDK or plain HTTP) runs in a
 test with no network and no keys, and the events spanledger recorded can be asserted on. It is
 not a model: vectors come from a hash of each text (``standin_vector``) and rerank scores from
-word overlap, so every answer is deterministic.
+word overlap, so every answer is deterministic; each answer has the keys, figure placement and
+headers the real service was recorded sending.
 
 Each vendor lives under its own path prefix; ``server.base_url(vendor)`` is the origin to give
 a provider (SDKs take the same origin plus their version path, e.g. ``/v1`` for OpenAI and
-Voyage). Vendors are the names in ``VENDORS``; vectors have ``DEFAULT_DIMENSIONS`` values
-unless the request asks for others. Every endpoint reports usage by default (a token per four
-UTF-8 bytes, a Cohere search unit per 100 documents; TEI reports none). To script an answer,
-mount a route built by a vendor function (``openai_embeddings``, ``cohere_rerank``, ...) and
-shaped by its methods (``failing``, ``malformed``, ``slow``, ``dropped``)::
+Voyage; boto3 takes it as ``endpoint_url``, ``openai.AzureOpenAI`` as ``azure_endpoint``).
+Vendors are the names in ``VENDORS``; vectors have ``DEFAULT_DIMENSIONS`` values unless the
+request asks for others. Every endpoint reports usage by default (a token per four UTF-8 bytes,
+a Cohere search unit per 100 documents), where the vendor reports any: TEI, Bedrock's rerank
+routes, Vertex's ranking API and Ollama's legacy ``/api/embeddings`` report none, as the real
+ones. To script an answer, mount a route built by a vendor function (``openai_embeddings``,
+``cohere_rerank``, ``bedrock_titan_embeddings``, ...) and shaped by its methods (``failing``,
+``malformed``, ``slow``, ``dropped``)::
 
     import pytest
 
@@ -42,22 +47,42 @@ shaped by its methods (``failing``, ``malformed``, ``slow``, ``dropped``)::
         assert isinstance(reranked, spanledger.RerankEvent)
         assert len(server.requests) == 3
 
+A route's path may be a template: ``{name}`` matches one path segment (or part of one, as in
+``/v1beta/models/{model}:embedContent``), ``{name+}`` one or more segments; paths are matched
+as sent (percent-encoded), and failing that, decoded. What the placeholders matched, decoded,
+is the request's ``params``. Several routes may share a path when each ``selects`` the requests
+it answers by a body key: Bedrock's ``/model/{model+}/invoke`` is Titan's for ``inputText``,
+Cohere embed's for ``texts``, Nova's for ``singleEmbeddingParams`` and Cohere rerank's for
+``query``; a body none of them reads is answered 400, as Bedrock does. Where several mounted
+routes would answer, the one mounted last does.
+
+The call's model is what the URL names where it names one (Bedrock, Gemini, Vertex, an Azure
+deployment), else the body's. Azure answers with the model behind the deployment: a
+deployment (or ``/openai/v1`` body ``model``) named after an OpenAI embedding model
+(``text-embedding-3-large``) answers that model, except ``text-embedding-ada-002``, which Azure
+names ``ada``; any other name answers ``text-embedding-3-small`` (``response_model=`` on the
+route sets it). Bedrock model ids are read as the base model they name (``us.`` profiles and
+foundation-model ARNs; ``cohere.embed-v4`` answers by type, a Titan ``-v1`` model without
+``embeddingsByType``).
+
 Failures can also be asked for by configuration alone, through the model name (or
 ``base_url(vendor, behaviour)``, which TEI needs since its wire carries no model):
-``fail-<status>`` answers with that status and the vendor's error body (``fail-429`` adds
-``Retry-After: 2``), ``slow-<ms>`` answers that many milliseconds late, ``reset`` drops the
-connection, ``usage-malformed`` reports a garbage usage figure and ``usage-missing`` none.
-These names win over a mounted route.
+``fail-<status>`` answers with that status and the vendor's error body and headers
+(``fail-429`` adds ``Retry-After: 2``), ``slow-<ms>`` answers that many milliseconds late,
+``reset`` drops the connection, ``usage-malformed`` reports a garbage usage figure (``"abc"``,
+in a header where the vendor reports one there) and ``usage-missing`` none; on Bedrock,
+``not-ready`` answers 429 ``ModelNotReadyException``. These names win over a mounted route.
 
 The server keeps every request it received (``server.requests``) for assertions, in memory
 only: it writes nothing to any log, and a ``RecordedRequest``'s ``repr`` leaves out its
-headers and body, which carry keys and caller text.
+headers, query string and body, which carry keys and caller text.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -66,13 +91,15 @@ import socket
 import struct
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import unquote
 
-from spanledger.wire.endpoints import Vendor
+from spanledger.wire.endpoints import Vendor, bedrock_model
 
 __all__ = [
     "DEFAULT_DIMENSIONS",
@@ -81,16 +108,32 @@ __all__ = [
     "Reply",
     "Route",
     "StandIn",
+    "azure_embeddings",
+    "azure_v1_embeddings",
+    "bedrock_cohere_embeddings",
+    "bedrock_cohere_rerank",
+    "bedrock_nova_embeddings",
+    "bedrock_rerank",
+    "bedrock_titan_embeddings",
     "cohere_embeddings",
     "cohere_rerank",
     "cohere_v1_embeddings",
     "cohere_v1_rerank",
+    "gemini_embed_content",
+    "gemini_embeddings",
     "jina_embeddings",
     "jina_rerank",
+    "mistral_embeddings",
+    "ollama_embed",
+    "ollama_embeddings",
+    "ollama_openai_embeddings",
     "openai_embeddings",
     "standin_vector",
     "tei_embeddings",
     "tei_rerank",
+    "vertex_embed_content",
+    "vertex_embeddings",
+    "vertex_rank",
     "voyage_embeddings",
     "voyage_rerank",
 ]
@@ -109,17 +152,26 @@ _WORD = re.compile(r"\w+")
 _Answer = tuple[int, Any, dict[str, str]]
 """A built-in endpoint's answer: status, JSON payload, extra headers."""
 
+_BEDROCK_INVOKE = "/model/{model+}/invoke"
+_GEMINI_MODEL = "/{version}/models/{model}"
+_VERTEX_LOCATION = "/{version}/projects/{project}/locations/{location}"
+_VERTEX_MODEL = _VERTEX_LOCATION + "/publishers/google/models/{model}"
+
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request as the stand-in received it: the vendor prefix, the path under it, headers
-    and raw body. ``repr`` shows only vendor and path, so a failing assertion never prints a key
-    or the caller's text."""
+    """One request as the stand-in received it: the vendor prefix, the path under it (as sent,
+    without the query string), headers, raw body, the query string, and ``params``: what the
+    placeholders of the answering route's path matched (``{"model": ...}``), decoded. ``repr``
+    shows only vendor, path and params, so a failing assertion never prints a key or the
+    caller's text."""
 
     vendor: str
     path: str
     headers: dict[str, str] = field(repr=False)
     body: bytes = field(repr=False)
+    query: str = field(default="", repr=False)
+    params: Mapping[str, str] = field(default_factory=dict)
 
     def json(self) -> Any:
         """The body parsed as JSON (raises ``ValueError`` if it is not JSON)."""
@@ -130,7 +182,8 @@ class RecordedRequest:
 class Reply:
     """One answer the stand-in sends: a status with a JSON ``body``, or with ``raw`` bytes sent
     as they are (to test a client against a broken body); ``delay`` seconds late; or, with
-    ``drop``, no answer at all (the connection is reset)."""
+    ``drop``, no answer at all (the connection is reset). ``headers`` may set ``content-type``
+    (``application/json`` otherwise)."""
 
     status: int = 200
     body: Any = None
@@ -148,8 +201,11 @@ class Reply:
 
 @dataclass(frozen=True)
 class Route:
-    """What one endpoint answers: ``vendor`` and ``path`` (under the vendor's prefix) say where
-    it is mounted, ``respond`` turns each request into a ``Reply``.
+    """What one endpoint answers: ``vendor`` and ``path`` (under the vendor's prefix; a
+    template may hold ``{name}`` / ``{name+}`` placeholders) say where it is mounted,
+    ``respond`` turns each request into a ``Reply``, and ``selects``, when given, names the
+    top-level body keys of the requests it answers (one present is enough), so that routes
+    can share a path.
 
     The vendor functions (``openai_embeddings`` ...) build the real endpoints; the methods below
     derive a failing variant of any route, and they compose (``route.failing(503).slow(1)``).
@@ -160,24 +216,33 @@ class Route:
     vendor: str
     path: str
     respond: Callable[[RecordedRequest], Reply] = field(repr=False)
+    selects: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.vendor not in VENDORS:
             raise ValueError(f"unknown vendor {self.vendor!r}; expected one of {VENDORS}")
         if not self.path.startswith("/"):
             raise ValueError(f"path must start with '/', not {self.path!r}")
+        _template(self.path)  # a broken template is refused here, not on the first request
+        if isinstance(self.selects, str) or not all(isinstance(k, str) for k in self.selects):
+            raise ValueError(f"selects must be a tuple of body keys, not {self.selects!r}")
 
     def _with(self, respond: Callable[[RecordedRequest], Reply]) -> Route:
-        return Route(self.vendor, self.path, respond)
+        return Route(self.vendor, self.path, respond, self.selects)
 
     def failing(self, status: int, *, retry_after: int | str | None = None) -> Route:
-        """This endpoint answering ``status`` with the vendor's own error body, and a
-        ``Retry-After`` header when ``retry_after`` is given (seconds, or an HTTP date)."""
+        """This endpoint answering ``status`` with the vendor's own error body and headers
+        (Bedrock's ``x-amzn-ErrorType``), and a ``Retry-After`` header when ``retry_after`` is
+        given (seconds, or an HTTP date)."""
         if not 400 <= status <= 599:
             raise ValueError(f"a failing status is within 400..599, not {status}")
-        headers = {} if retry_after is None else {"retry-after": _retry_after(retry_after)}
-        reply = Reply(status, _error_body(self.vendor, status), headers)
-        return self._with(lambda _request: reply)
+        extra = {} if retry_after is None else {"retry-after": _retry_after(retry_after)}
+        vendor, path = self.vendor, self.path
+
+        def respond(request: RecordedRequest) -> Reply:
+            return _error(vendor, path, status, _request_model(request), extra)
+
+        return self._with(respond)
 
     def malformed(self, body: bytes = b'{"data": [') -> Route:
         """This endpoint answering 200 with ``body`` as it is: by default JSON cut short."""
@@ -194,6 +259,44 @@ class Route:
         """This endpoint resetting the connection without answering."""
         reply = Reply(drop=True)
         return self._with(lambda _request: reply)
+
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)(\+?)\}")
+
+
+@functools.lru_cache(maxsize=256)
+def _template(path: str) -> re.Pattern[str] | None:
+    """``path`` as a pattern on a whole request path, or ``None`` for a plain path."""
+    if "{" not in path and "}" not in path:
+        return None
+    parts: list[str] = []
+    last = 0
+    for found in _PLACEHOLDER.finditer(path):
+        parts.append(re.escape(path[last : found.start()]))
+        parts.append(f"(?P<{found[1]}>{'.+' if found[2] else '[^/]+'})")
+        last = found.end()
+    parts.append(re.escape(path[last:]))
+    literal = _PLACEHOLDER.sub("", path)
+    if "{" in literal or "}" in literal:
+        raise ValueError(f"path {path!r} has a brace outside a {{name}} placeholder")
+    try:
+        return re.compile("".join(parts))
+    except re.error:
+        raise ValueError(f"path {path!r} names a placeholder twice") from None
+
+
+def _match(template: str, path: str) -> dict[str, str] | None:
+    """What ``path`` gives ``template``'s placeholders (decoded), or ``None`` if it is not
+    ``template``'s: matched as sent first, then decoded."""
+    pattern = _template(template)
+    if pattern is None:
+        return {} if template in (path, unquote(path)) else None
+    found = pattern.fullmatch(path)
+    if found:
+        return {name: unquote(value) for name, value in found.groupdict().items()}
+    decoded = unquote(path)
+    found = pattern.fullmatch(decoded) if decoded != path else None
+    return dict(found.groupdict()) if found else None
 
 
 def _later(reply: Reply, seconds: float) -> Reply:
@@ -237,30 +340,103 @@ def _score(query: str, document: str) -> float:
     return round(min(0.999, overlap * 0.9 + tiebreak), 6)
 
 
-def _error_body(vendor: str, status: int) -> dict[str, Any]:
-    """The vendor's error shape, with a message that never quotes the request."""
+def _answer_id(seed: object) -> str:
+    """A response id (UUID-shaped, as Bedrock's and Azure's are) that depends only on ``seed``."""
+    digest = hashlib.sha256(json.dumps(seed, sort_keys=True, default=str).encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16]))
+
+
+# Errors: each vendor's own body (and headers), with a message that never quotes the request.
+
+_BEDROCK_CODES = {
+    400: "ValidationException",
+    401: "UnrecognizedClientException",
+    403: "AccessDeniedException",
+    404: "ResourceNotFoundException",
+    408: "ModelTimeoutException",
+    424: "ModelErrorException",
+    429: "ThrottlingException",
+    500: "InternalServerException",
+    503: "ServiceUnavailableException",
+}
+_BEDROCK_NAMESPACE = "http://internal.amazon.com/coral/com.amazon.bedrock/"
+_GOOGLE_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "NOT_IMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+_GOOGLE_JSON = {"content-type": "application/json; charset=UTF-8"}
+
+
+def _bedrock_error_code(status: int) -> str:
+    fallback = "ValidationException" if status < 500 else "InternalServerException"
+    return _BEDROCK_CODES.get(status, fallback)
+
+
+def _error(
+    vendor: str,
+    path: str,
+    status: int,
+    model: str = "",
+    extra: Mapping[str, str] | None = None,
+    code: str | None = None,
+) -> Reply:
+    """``vendor``'s error answer to a call of ``model`` on ``path``; ``extra`` headers added."""
     message = f"stand-in error {status}"
-    if vendor == "openai":
-        return {"error": {"message": message, "type": "invalid_request_error", "code": None}}
-    if vendor == "tei":
-        return {"error": message, "error_type": "Validation"}
-    if vendor == "cohere":
-        return {"id": "standin-error", "message": message}
-    return {"detail": message}
+    headers: dict[str, str] = {}
+    body: Any
+    if vendor == Vendor.OPENAI:
+        body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+    elif vendor == Vendor.TEI:
+        body = {"error": message, "error_type": "Validation"}
+    elif vendor == Vendor.COHERE:
+        body = {"id": "standin-error", "message": message}
+    elif vendor == Vendor.BEDROCK:
+        named = code or _bedrock_error_code(status)
+        body = {"message": message}
+        headers = {
+            "x-amzn-ErrorType": f"{named}:{_BEDROCK_NAMESPACE}",
+            "x-amzn-RequestId": _answer_id([path, status]),
+        }
+    elif vendor in (Vendor.GEMINI, Vendor.VERTEX):
+        name = _GOOGLE_STATUSES.get(status, "UNKNOWN")
+        body = {"error": {"code": status, "message": message, "status": name}}
+        headers = dict(_GOOGLE_JSON)
+    elif vendor == Vendor.AZURE:
+        azure_code = "DeploymentNotFound" if status == 404 else str(status)
+        body = {"error": {"code": azure_code, "message": message}}
+    elif vendor == Vendor.MISTRAL and status == 422:
+        missing = {"type": "missing", "loc": ["body", "input"], "msg": "Field required"}
+        body = {"detail": [{**missing, "input": None}]}
+    elif vendor == Vendor.OLLAMA:
+        if status == 404 and model:
+            message = f'model "{model}" not found, try pulling it first'
+        if path.startswith("/api/"):  # the native routes: the message alone
+            body = {"error": message}
+        else:  # the OpenAI-compatible route: OpenAI's error object
+            body = {"error": {"message": message, "type": "api_error", "param": None, "code": None}}
+    else:  # Jina, Voyage, Mistral
+        body = {"detail": message}
+    return Reply(status, body, {**headers, **(extra or {})})
 
 
-def _model_of(vendor: str, body: dict[str, Any]) -> str:
-    return str(body.get("model", "tei-model" if vendor == "tei" else ""))
-
-
-def _failure_by_name(vendor: str, name: str) -> Reply | None:
+def _failure_by_name(vendor: str, path: str, name: str, model: str) -> Reply | None:
     """The failure a model name (or a ``base_url`` behaviour) asks for instead of an answer."""
     if name == "reset":
         return Reply(drop=True)
+    if name == "not-ready" and vendor == Vendor.BEDROCK:
+        return _error(vendor, path, 429, model, code="ModelNotReadyException")
     fail = re.fullmatch(r"fail-(\d{3})", name)
     if fail and 400 <= (status := int(fail.group(1))) <= 599:
-        headers = {"retry-after": "2"} if status == 429 else {}
-        return Reply(status, _error_body(vendor, status), headers)
+        return _error(vendor, path, status, model, {"retry-after": "2"} if status == 429 else {})
     return None
 
 
@@ -268,6 +444,40 @@ def _delay_by_name(name: str) -> float:
     """Seconds a ``slow-<ms>`` name asks the answer to wait."""
     slow = re.fullmatch(r"slow-(\d+)", name)
     return int(slow.group(1)) / 1000 if slow else 0.0
+
+
+def _dig(node: object, *steps: str | int) -> object:
+    """``node`` followed along object keys and list indexes; ``None`` where the path breaks."""
+    for step in steps:
+        if isinstance(step, int) and isinstance(node, list):
+            node = node[step] if -len(node) <= step < len(node) else None
+        elif isinstance(step, str) and isinstance(node, dict):
+            node = node.get(step)
+        else:
+            return None
+    return node
+
+
+def _model_of(vendor: str, body: object, params: Mapping[str, str]) -> str:
+    """The call's model: the one the URL names, else the body's (Bedrock ids as the base model
+    they name)."""
+    named: object = params.get("model", params.get("deployment"))
+    if named is None and vendor == Vendor.BEDROCK:
+        configuration = ("rerankingConfiguration", "bedrockRerankingConfiguration")
+        named = _dig(body, *configuration, "modelConfiguration", "modelArn")
+    if named is None:
+        named = _dig(body, "model")
+    if named is None:
+        return "tei-model" if vendor == Vendor.TEI else ""
+    return bedrock_model(str(named)) if vendor == Vendor.BEDROCK else str(named)
+
+
+def _request_model(request: RecordedRequest) -> str:
+    try:
+        body = request.json()
+    except ValueError:
+        body = None
+    return _model_of(request.vendor, body, request.params)
 
 
 # The built-in endpoints. Each answers (parsed body, model) with (status, payload, headers);
@@ -283,9 +493,9 @@ def _reports(model: str, report: bool) -> bool:
 
 
 def _data_embeddings(
-    body: dict[str, Any], texts: list[str], dimensions: int
+    body: dict[str, Any], texts: list[str], dimensions: int, base64_ok: bool = True
 ) -> list[dict[str, Any]]:
-    base64_format = body.get("encoding_format") == "base64"
+    base64_format = base64_ok and body.get("encoding_format") == "base64"
     data = []
     for index, text in enumerate(texts):
         vector = standin_vector(text, dimensions)
@@ -441,7 +651,7 @@ def _tei_embed(body: dict[str, Any], model: str, max_batch: int = TEI_MAX_BATCH)
     texts = body.get("inputs")
     texts = [texts] if isinstance(texts, str) else list(texts or [])
     if len(texts) > max_batch:
-        return 413, _error_body("tei", 413), {}
+        return 413, _error(Vendor.TEI, "/embed", 413).body, {}
     dims = int(body.get("dimensions") or DEFAULT_DIMENSIONS)
     return 200, [standin_vector(t, dims) for t in texts], {}
 
@@ -449,7 +659,7 @@ def _tei_embed(body: dict[str, Any], model: str, max_batch: int = TEI_MAX_BATCH)
 def _tei_rerank(body: dict[str, Any], model: str, max_batch: int = TEI_MAX_BATCH) -> _Answer:
     query, texts = str(body.get("query", "")), list(body.get("texts") or [])
     if len(texts) > max_batch:
-        return 413, _error_body("tei", 413), {}
+        return 413, _error(Vendor.TEI, "/embed", 413).body, {}
     results = []
     for index, text in enumerate(texts):
         result: dict[str, Any] = {"index": index, "score": _score(query, text)}
@@ -460,13 +670,338 @@ def _tei_rerank(body: dict[str, Any], model: str, max_batch: int = TEI_MAX_BATCH
     return 200, results, {}
 
 
-def _built_in(vendor: str, path: str, answer: Callable[[dict[str, Any], str], _Answer]) -> Route:
+# Bedrock. The runtime's ``InvokeModel`` answers by the body: Titan, Cohere embed, Nova, Cohere
+# rerank. None of them names the model; token figures travel in a header (and Titan's body).
+
+
+def _bedrock_headers(tokens: object = None) -> dict[str, str]:
+    """Bedrock's success headers: latency in milliseconds, and the token figure when given."""
+    headers = {"X-Amzn-Bedrock-Invocation-Latency": "12"}
+    if tokens is not None:
+        headers["X-Amzn-Bedrock-Input-Token-Count"] = str(tokens)
+    return headers
+
+
+def _with_request_id(headers: dict[str, str], seed: object) -> dict[str, str]:
+    return {**headers, "x-amzn-RequestId": _answer_id(seed)}
+
+
+_TITAN_V1 = re.compile(r"titan-embed-(?:text|image)-v1|titan-embed-g1")
+
+
+def _bedrock_titan(
+    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+) -> _Answer:
+    text = str(body.get("inputText") or "")
+    vector = standin_vector(text, int(body.get("dimensions") or DEFAULT_DIMENSIONS))
+    payload: dict[str, Any] = {"embedding": vector}
+    if not _TITAN_V1.search(model):  # v2 also sends the vector by type, asked for or not
+        payload["embeddingsByType"] = {"float": vector}
+    tokens: object = None
+    if _reports(model, report):
+        tokens = _usage_value(model, _tokens(text) if figure is None else figure)
+        payload["inputTextTokenCount"] = tokens
+    return 200, payload, _with_request_id(_bedrock_headers(tokens), text)
+
+
+def _bedrock_cohere_embed(
+    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+) -> _Answer:
+    texts = [str(t) for t in body.get("texts") or []]
+    dims = int(body.get("output_dimension") or DEFAULT_DIMENSIONS)
+    vectors = [standin_vector(t, dims) for t in texts]
+    by_type = bool(body.get("embedding_types")) or "embed-v4" in model
+    payload = {
+        "embeddings": {"float": vectors} if by_type else vectors,
+        "id": _answer_id(texts),
+        "response_type": "embeddings_by_type" if by_type else "embeddings_floats",
+        "texts": [t.lower() for t in texts] if "-v3" in model else texts,  # v3 echoes lowercased
+    }
+    tokens: object = None
+    if _reports(model, report):
+        tokens = _usage_value(model, sum(map(_tokens, texts)) if figure is None else figure)
+    return 200, payload, _with_request_id(_bedrock_headers(tokens), texts)
+
+
+def _bedrock_nova(
+    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+) -> _Answer:
+    params = body.get("singleEmbeddingParams")
+    text = str(_dig(params, "text", "value") or "")
+    dims = _dimensions(_dig(params, "embeddingDimension"))
+    payload = {"embeddings": [{"embedding": standin_vector(text, dims), "embeddingType": "TEXT"}]}
+    tokens: object = None
+    if _reports(model, report):
+        tokens = _usage_value(model, _tokens(text) if figure is None else figure)
+    return 200, payload, _with_request_id(_bedrock_headers(tokens), text)
+
+
+def _ranked(
+    query: str, documents: list[str], index_key: str, score_key: str, limit: object
+) -> list[dict[str, Any]]:
+    """Results by score, best first, each naming its document's position; ``limit`` cuts."""
+    ranked = sorted(
+        ({index_key: i, score_key: _score(query, d)} for i, d in enumerate(documents)),
+        key=lambda r: -r[score_key],
+    )
+    return ranked[:limit] if isinstance(limit, int) and not isinstance(limit, bool) else ranked
+
+
+def _bedrock_cohere_rerank(body: dict[str, Any], model: str, units: int | None = None) -> _Answer:
+    query = str(body.get("query") or "")
+    documents = [_document_text(d) for d in body.get("documents") or []]
+    payload: dict[str, Any] = {
+        "id": _answer_id([query, documents]),
+        "results": _ranked(query, documents, "index", "relevance_score", body.get("top_n")),
+    }
+    if units is not None and model != "usage-missing":  # never seen from Bedrock: opt-in
+        payload["meta"] = {"billed_units": {"search_units": _usage_value(model, units)}}
+    return 200, payload, _with_request_id(_bedrock_headers(), query)
+
+
+def _bedrock_agent_rerank(body: dict[str, Any], model: str) -> _Answer:
+    query = str(_dig(body, "queries", 0, "textQuery", "text") or "")
+    sources = body.get("sources") or []
+    documents = [
+        str(_dig(s, "inlineDocumentSource", "textDocument", "text") or "") for s in sources
+    ]
+    configuration = ("rerankingConfiguration", "bedrockRerankingConfiguration")
+    limit = _dig(body, *configuration, "numberOfResults")
+    payload = {"results": _ranked(query, documents, "index", "relevanceScore", limit)}
+    return 200, payload, {"x-amzn-RequestId": _answer_id([query, documents])}
+
+
+# Google. The Gemini API and Vertex AI share ``embedContent``; ``usageMetadata`` spells its
+# details ``promptTokenDetails`` on the Gemini API, ``promptTokensDetails`` (with a total) on
+# Vertex. Vertex ``:predict`` counts tokens per prediction.
+
+
+def _parts_text(content: object) -> str:
+    """The text of a Google ``content``: its text parts, joined (one vector for them all)."""
+    parts = _dig(content, "parts")
+    if not isinstance(parts, list):
+        return ""
+    return " ".join(str(p["text"]) for p in parts if isinstance(p, dict) and "text" in p)
+
+
+def _dimensions(value: object) -> int:
+    return value if isinstance(value, int) and value > 0 else DEFAULT_DIMENSIONS
+
+
+def _google_usage(model: str, tokens: int, vertex: bool) -> dict[str, Any]:
+    details = [{"modality": "TEXT", "tokenCount": tokens}]
+    usage: dict[str, Any] = {"promptTokenCount": _usage_value(model, tokens)}
+    if vertex:
+        usage |= {"promptTokensDetails": details, "totalTokenCount": tokens}
+    else:
+        usage["promptTokenDetails"] = details
+    return {"usageMetadata": usage}
+
+
+def _gemini_batch(
+    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+) -> _Answer:
+    requests = [r for r in body.get("requests") or [] if isinstance(r, dict)]
+    texts = [_parts_text(r.get("content")) for r in requests]
+    embeddings = [
+        {"values": standin_vector(t, _dimensions(r.get("outputDimensionality")))}
+        for t, r in zip(texts, requests, strict=True)
+    ]
+    payload: dict[str, Any] = {"embeddings": embeddings}
+    if _reports(model, report):  # one figure for the whole batch
+        tokens = sum(map(_tokens, texts)) if figure is None else figure
+        payload |= _google_usage(model, tokens, vertex=False)
+    return 200, payload, dict(_GOOGLE_JSON)
+
+
+def _embed_content(
+    body: dict[str, Any],
+    model: str,
+    figure: int | None = None,
+    report: bool = True,
+    vertex: bool = False,
+) -> _Answer:
+    text = _parts_text(body.get("content"))
+    vector = standin_vector(text, _dimensions(body.get("outputDimensionality")))
+    payload: dict[str, Any] = {"embedding": {"values": vector}}
+    if _reports(model, report):
+        payload |= _google_usage(model, _tokens(text) if figure is None else figure, vertex)
+    return 200, payload, dict(_GOOGLE_JSON)
+
+
+def _spread(total: int, count: int) -> list[int]:
+    """``total`` split over ``count`` items as evenly as whole numbers allow (sums to it)."""
+    each, extra = divmod(total, count) if count else (0, 0)
+    return [each + (1 if i < extra else 0) for i in range(count)]
+
+
+def _vertex_predict(
+    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+) -> _Answer:
+    instances = body.get("instances") or []
+    texts = [str(_dig(i, "content") or "") for i in instances]
+    dims = _dimensions(_dig(body, "parameters", "outputDimensionality"))
+    counts = [_tokens(t) for t in texts] if figure is None else _spread(figure, len(texts))
+    reported = _reports(model, report)
+    predictions = []
+    for n, (text, count) in enumerate(zip(texts, counts, strict=True)):
+        embeddings: dict[str, Any] = {}
+        if reported:  # usage-malformed: the first prediction's count is garbage
+            token_count = _usage_value(model, count) if n == 0 else count
+            embeddings["statistics"] = {"token_count": token_count, "truncated": False}
+        embeddings["values"] = standin_vector(text, dims)
+        predictions.append({"embeddings": embeddings})
+    payload: dict[str, Any] = {"predictions": predictions}
+    if reported:
+        characters = sum(len("".join(t.split())) for t in texts)
+        payload["metadata"] = {"billableCharacterCount": characters}
+    return 200, payload, dict(_GOOGLE_JSON)
+
+
+def _vertex_rank(body: dict[str, Any], model: str) -> _Answer:
+    query = str(body.get("query") or "")
+    records = [r for r in body.get("records") or [] if isinstance(r, dict)]
+    bare = bool(body.get("ignoreRecordDetailsInResponse"))
+    answered = []
+    for record in records:
+        text = f"{record.get('title') or ''} {record.get('content') or ''}".strip()
+        result: dict[str, Any] = {"id": str(record.get("id", "")), "score": _score(query, text)}
+        if not bare:
+            result |= {key: record[key] for key in ("title", "content") if key in record}
+        answered.append(result)
+    answered.sort(key=lambda r: -r["score"])
+    limit = body.get("topN")
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        answered = answered[:limit]
+    return 200, {"records": answered}, dict(_GOOGLE_JSON)
+
+
+# Azure OpenAI, Mistral and Ollama's compatible route: OpenAI's shape, each with its own usage.
+
+_AZURE_DEFAULT_MODEL = "text-embedding-3-small"
+
+
+def _azure_model(name: str) -> str:
+    """The model an Azure deployment named ``name`` answers with: itself when it is named after
+    an OpenAI embedding model (ada-002 as Azure names it, ``ada``), else text-embedding-3-small.
+    """
+    if name == "text-embedding-ada-002":
+        return "ada"
+    return name if name.startswith("text-embedding-") else _AZURE_DEFAULT_MODEL
+
+
+def _openai_shaped(
+    body: dict[str, Any],
+    model: str,
+    answered_model: str,
+    figure: int | None,
+    report: bool,
+    *,
+    dimensions_key: str = "dimensions",
+    base64_ok: bool = True,
+) -> tuple[dict[str, Any], int | None]:
+    """OpenAI's body naming ``answered_model``, with ``usage`` when reported; and the figure."""
+    texts = _as_list(body.get("input"))
+    dims = _dimensions(body.get(dimensions_key))
+    payload: dict[str, Any] = {
+        "object": "list",
+        "data": _data_embeddings(body, [str(t) for t in texts], dims, base64_ok),
+        "model": answered_model,
+    }
+    if not _reports(model, report):
+        return payload, None
+    tokens = sum(_tokens(str(t)) for t in texts) if figure is None else figure
+    payload["usage"] = {"prompt_tokens": _usage_value(model, tokens), "total_tokens": tokens}
+    return payload, tokens
+
+
+def _azure_embed(
+    body: dict[str, Any],
+    model: str,
+    figure: int | None = None,
+    report: bool = True,
+    response_model: str | None = None,
+    v1: bool = False,
+) -> _Answer:
+    answered = response_model or _azure_model(model)
+    payload, _ = _openai_shaped(body, model, answered, figure, report)
+    if v1:  # the /openai/v1 route adds an id and a zero completion count
+        payload = {"id": _answer_id(body.get("input")), **payload}
+        if "usage" in payload:
+            payload["usage"]["completion_tokens"] = 0
+    return 200, payload, {"apim-request-id": _answer_id([model, body.get("input")])}
+
+
+_MISTRAL_NULL_USAGE = (
+    "prompt_audio_seconds",
+    "request_count",
+    "prompt_token_details",
+    "prompt_tokens_details",
+    "completion_tokens_details",
+    "service_tier",
+)
+
+
+def _mistral_embed(
+    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+) -> _Answer:
+    payload, tokens = _openai_shaped(
+        body, model, model, figure, report, dimensions_key="output_dimension"
+    )
+    payload = {"id": _answer_id(body.get("input")).replace("-", ""), **payload}
+    if tokens is None:
+        return 200, payload, {}
+    payload["usage"] |= {"completion_tokens": 0, **dict.fromkeys(_MISTRAL_NULL_USAGE)}
+    return 200, payload, {"x-ratelimit-tokens-query-cost": str(tokens)}
+
+
+def _ollama_openai_embed(
+    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+) -> _Answer:
+    payload, _ = _openai_shaped(body, model, model, figure, report, base64_ok=False)
+    return 200, payload, {"content-type": "application/json"}
+
+
+# Ollama's native routes: durations in nanoseconds, tokens as ``prompt_eval_count``.
+
+_OLLAMA_JSON = {"content-type": "application/json; charset=utf-8"}
+
+
+def _ollama_embed(
+    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+) -> _Answer:
+    texts = [str(t) for t in _as_list(body.get("input"))]
+    dims = _dimensions(body.get("dimensions"))
+    load = 2_000_000
+    payload: dict[str, Any] = {
+        "model": model,
+        "embeddings": [standin_vector(t, dims) for t in texts],
+        "total_duration": load + 500_000 * (len(texts) + 1),
+        "load_duration": load,  # never 0, even warm
+    }
+    if _reports(model, report):
+        tokens = sum(map(_tokens, texts)) if figure is None else figure
+        payload["prompt_eval_count"] = _usage_value(model, tokens)
+    return 200, payload, dict(_OLLAMA_JSON)
+
+
+def _ollama_legacy_embed(body: dict[str, Any], model: str) -> _Answer:
+    vector = standin_vector(str(body.get("prompt") or ""), DEFAULT_DIMENSIONS)
+    return 200, {"embedding": vector}, dict(_OLLAMA_JSON)
+
+
+def _built_in(
+    vendor: str,
+    path: str,
+    answer: Callable[[dict[str, Any], str], _Answer],
+    selects: tuple[str, ...] = (),
+) -> Route:
     def respond(request: RecordedRequest) -> Reply:
         body = request.json()
-        status, payload, headers = answer(body, _model_of(vendor, body))
+        status, payload, headers = answer(body, _model_of(vendor, body, request.params))
         return Reply(status, payload, headers)
 
-    return Route(vendor, path, respond)
+    return Route(vendor, path, respond, selects)
 
 
 def _figure(name: str, value: int | None) -> int | None:
@@ -569,6 +1104,201 @@ def tei_rerank(*, max_batch: int = TEI_MAX_BATCH) -> Route:
     return _built_in("tei", "/rerank", lambda b, m: _tei_rerank(b, m, limit))
 
 
+def bedrock_titan_embeddings(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Bedrock ``POST /model/{modelId}/invoke`` for a Titan body (``inputText``): ``embedding``
+    (and ``embeddingsByType.float`` but for a Titan v1 model), reporting ``tokens`` (by
+    default counted from the text) both as ``inputTextTokenCount`` and in the
+    ``X-Amzn-Bedrock-Input-Token-Count`` header; neither when ``report_usage`` is False."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.BEDROCK,
+        _BEDROCK_INVOKE,
+        lambda b, m: _bedrock_titan(b, m, figure, report_usage),
+        ("inputText", "inputImage"),
+    )
+
+
+def bedrock_cohere_embeddings(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Bedrock ``POST /model/{modelId}/invoke`` for a Cohere Embed body (``texts``): Cohere's v1
+    body with no usage in it (float vectors themselves, or by type when ``embedding_types`` is
+    sent or the model is Embed v4), ``tokens`` only in the ``X-Amzn-Bedrock-Input-Token-Count``
+    header (by default counted from the texts), which ``report_usage=False`` leaves out."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.BEDROCK,
+        _BEDROCK_INVOKE,
+        lambda b, m: _bedrock_cohere_embed(b, m, figure, report_usage),
+        ("texts", "images"),
+    )
+
+
+def bedrock_nova_embeddings(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Bedrock ``POST /model/{modelId}/invoke`` for an Amazon Nova body
+    (``singleEmbeddingParams``): ``embeddings[{embeddingType: "TEXT", embedding}]``, ``tokens``
+    only in the ``X-Amzn-Bedrock-Input-Token-Count`` header (left out when ``report_usage`` is
+    False)."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.BEDROCK,
+        _BEDROCK_INVOKE,
+        lambda b, m: _bedrock_nova(b, m, figure, report_usage),
+        ("singleEmbeddingParams",),
+    )
+
+
+def bedrock_cohere_rerank(*, search_units: int | None = None) -> Route:
+    """Bedrock ``POST /model/{modelId}/invoke`` for a Cohere Rerank body (``query``):
+    ``{id, results[{index, relevance_score}]}`` cut at ``top_n``, with no usage, as Bedrock was
+    seen answering; ``search_units`` adds ``meta.billed_units.search_units`` (Cohere's own
+    shape, never recorded from Bedrock) for a test of a reader that looks there."""
+    units = _figure("search_units", search_units)
+    return _built_in(
+        Vendor.BEDROCK,
+        _BEDROCK_INVOKE,
+        lambda b, m: _bedrock_cohere_rerank(b, m, units),
+        ("query",),
+    )
+
+
+def bedrock_rerank() -> Route:
+    """Bedrock Agent Runtime ``POST /rerank`` (``queries``, ``sources``,
+    ``rerankingConfiguration``): ``results[{index, relevanceScore}]``, best first, cut at
+    ``numberOfResults``; no usage, ever (Bedrock bills it per query)."""
+    return _built_in(Vendor.BEDROCK, "/rerank", _bedrock_agent_rerank)
+
+
+def gemini_embeddings(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Gemini API ``POST /v1beta/models/{model}:batchEmbedContents`` (any API version):
+    ``embeddings[{values}]``, one per request (its text parts joined), sized by each request's
+    ``outputDimensionality``; reports ``tokens`` for the whole batch as
+    ``usageMetadata.promptTokenCount`` (by default counted from the texts; the real API sends
+    it for gemini-embedding-2 only), or no ``usageMetadata`` when ``report_usage`` is False."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.GEMINI,
+        _GEMINI_MODEL + ":batchEmbedContents",
+        lambda b, m: _gemini_batch(b, m, figure, report_usage),
+    )
+
+
+def gemini_embed_content(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Gemini API ``POST /v1beta/models/{model}:embedContent`` (any API version): one
+    ``embedding.values``; figures as ``gemini_embeddings``."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.GEMINI,
+        _GEMINI_MODEL + ":embedContent",
+        lambda b, m: _embed_content(b, m, figure, report_usage),
+    )
+
+
+def vertex_embeddings(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Vertex AI ``POST /v1/projects/{p}/locations/{l}/publishers/google/models/{m}:predict``
+    (any API version, e.g. ``v1beta1``): ``predictions[{embeddings: {values, statistics:
+    {token_count, truncated}}}]`` and ``metadata.billableCharacterCount``; ``tokens`` is spread
+    over the predictions' ``token_count`` (by default each counted from its text); with
+    ``report_usage`` False there are no ``statistics`` and no ``metadata``."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.VERTEX,
+        _VERTEX_MODEL + ":predict",
+        lambda b, m: _vertex_predict(b, m, figure, report_usage),
+    )
+
+
+def vertex_embed_content(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Vertex AI ``POST .../publishers/google/models/{m}:embedContent``: Gemini's answer, with
+    Vertex's ``usageMetadata`` (``promptTokenCount``, ``promptTokensDetails``,
+    ``totalTokenCount``); figures as ``gemini_embeddings``."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.VERTEX,
+        _VERTEX_MODEL + ":embedContent",
+        lambda b, m: _embed_content(b, m, figure, report_usage, vertex=True),
+    )
+
+
+def vertex_rank() -> Route:
+    """Vertex AI ranking ``POST /v1/projects/{p}/locations/{l}/rankingConfigs/{c}:rank``
+    (``query``, ``records[{id, title?, content}]``, ``topN``): ``records[{id, score, title?,
+    content?}]`` best first, without title and content when ``ignoreRecordDetailsInResponse``;
+    no usage, ever."""
+    return _built_in(
+        Vendor.VERTEX, _VERTEX_LOCATION + "/rankingConfigs/{config}:rank", _vertex_rank
+    )
+
+
+def azure_embeddings(
+    *, tokens: int | None = None, report_usage: bool = True, response_model: str | None = None
+) -> Route:
+    """Azure OpenAI ``POST /openai/deployments/{deployment}/embeddings?api-version=...``:
+    OpenAI's body (``usage.prompt_tokens`` / ``total_tokens``; figures as
+    ``openai_embeddings``) naming the model behind the deployment: ``response_model``, or by
+    default the deployment's own name when it is an OpenAI embedding model's
+    (``text-embedding-ada-002`` answered as ``ada``, as Azure does), else
+    ``text-embedding-3-small``. The body's ``model`` is ignored, as Azure ignores it."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.AZURE,
+        "/openai/deployments/{deployment}/embeddings",
+        lambda b, m: _azure_embed(b, m, figure, report_usage, response_model),
+    )
+
+
+def azure_v1_embeddings(
+    *, tokens: int | None = None, report_usage: bool = True, response_model: str | None = None
+) -> Route:
+    """Azure OpenAI ``POST /openai/v1/embeddings``: the deployment is the body's ``model``;
+    answered as ``azure_embeddings``, plus an ``id`` and ``usage.completion_tokens`` 0."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.AZURE,
+        "/openai/v1/embeddings",
+        lambda b, m: _azure_embed(b, m, figure, report_usage, response_model, v1=True),
+    )
+
+
+def mistral_embeddings(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Mistral ``POST /v1/embeddings``: OpenAI's body with an ``id``, ``output_dimension`` for
+    the width, and ``usage`` {``prompt_tokens``: ``tokens`` (by default counted from the
+    input), ``total_tokens``, ``completion_tokens``: 0, and the keys Mistral sends as null},
+    with the same figure in ``x-ratelimit-tokens-query-cost``; no usage when ``report_usage``
+    is False."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.MISTRAL, "/v1/embeddings", lambda b, m: _mistral_embed(b, m, figure, report_usage)
+    )
+
+
+def ollama_embed(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Ollama ``POST /api/embed`` (``input``: one string or a list; ``dimensions``):
+    ``{model, embeddings, total_duration, load_duration, prompt_eval_count}``, durations in
+    whole nanoseconds, ``tokens`` as ``prompt_eval_count`` (by default counted from the input;
+    left out when ``report_usage`` is False)."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.OLLAMA, "/api/embed", lambda b, m: _ollama_embed(b, m, figure, report_usage)
+    )
+
+
+def ollama_embeddings() -> Route:
+    """Ollama's legacy ``POST /api/embeddings`` (``prompt``): ``{"embedding": [...]}`` only, no
+    model, no counts, no durations."""
+    return _built_in(Vendor.OLLAMA, "/api/embeddings", _ollama_legacy_embed)
+
+
+def ollama_openai_embeddings(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Ollama's OpenAI-compatible ``POST /v1/embeddings``: OpenAI's body with no ``id``, float
+    vectors even when base64 is asked for (as Ollama answers), figures as
+    ``openai_embeddings``; its errors are OpenAI's error object (``type: "api_error"``)."""
+    figure = _figure("tokens", tokens)
+    return _built_in(
+        Vendor.OLLAMA,
+        "/v1/embeddings",
+        lambda b, m: _ollama_openai_embed(b, m, figure, report_usage),
+    )
+
+
 def _batch(max_batch: int) -> int:
     if isinstance(max_batch, bool) or max_batch < 1:
         raise ValueError(f"max_batch must be a whole number >= 1, not {max_batch!r}")
@@ -587,6 +1317,22 @@ _DEFAULT_ROUTES: tuple[Callable[[], Route], ...] = (
     tei_rerank,
     voyage_embeddings,
     voyage_rerank,
+    bedrock_titan_embeddings,
+    bedrock_cohere_embeddings,
+    bedrock_nova_embeddings,
+    bedrock_cohere_rerank,
+    bedrock_rerank,
+    gemini_embeddings,
+    gemini_embed_content,
+    vertex_embeddings,
+    vertex_embed_content,
+    vertex_rank,
+    azure_embeddings,
+    azure_v1_embeddings,
+    mistral_embeddings,
+    ollama_embed,
+    ollama_embeddings,
+    ollama_openai_embeddings,
 )
 
 
@@ -594,6 +1340,15 @@ _DEFAULT_ROUTES: tuple[Callable[[], Route], ...] = (
 class _Mounted:
     route: Route
     remaining: int | None
+
+
+_RouteKey = tuple[str, str, tuple[str, ...]]
+"""Where a route is mounted: vendor, path template, the body keys it selects by."""
+_NOT_JSON = object()
+
+
+def _key(route: Route) -> _RouteKey:
+    return (route.vendor, route.path, route.selects)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -607,19 +1362,20 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length)
-        parts = self.path.strip("/").split("/", 1)
-        prefix, path = (parts[0], "/" + parts[1]) if len(parts) == 2 else ("", self.path)
+        target, _, query = self.path.partition("?")
+        parts = target.strip("/").split("/", 1)
+        prefix, path = (parts[0], "/" + parts[1]) if len(parts) == 2 else ("", target)
         vendor, _, behaviour = prefix.partition("~")
-        request = RecordedRequest(vendor, path, dict(self.headers.items()), body)
-        self.server.record(request)
-        reply = self.server.answer(request, behaviour)
+        request = RecordedRequest(vendor, path, dict(self.headers.items()), body, query)
+        reply = self.server.answer(request, behaviour)  # records the request too
         closing = self.server.closing
         if reply.drop or closing.is_set() or (reply.delay and closing.wait(reply.delay)):
             self._drop()
             return
         data = json.dumps(reply.body).encode("utf-8") if reply.raw is None else reply.raw
         self.send_response(reply.status)
-        self.send_header("content-type", "application/json")
+        if not any(name.lower() == "content-type" for name in reply.headers):
+            self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         for name, value in reply.headers.items():
             self.send_header(name, value)
@@ -651,7 +1407,7 @@ class _Server(ThreadingHTTPServer):
         self.closing = threading.Event()
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
-        self._routes: dict[tuple[str, str], list[_Mounted]] = {}
+        self._routes: dict[_RouteKey, list[_Mounted]] = {}  # the last mounted answers first
         self._connections: dict[socket.socket, threading.Thread] = {}
         self.reset()
 
@@ -691,7 +1447,7 @@ class _Server(ThreadingHTTPServer):
         with self._lock:
             self._requests.clear()
             self._routes = {
-                (route.vendor, route.path): [_Mounted(route, None)]
+                _key(route): [_Mounted(route, None)]
                 for route in (build() for build in _DEFAULT_ROUTES)
             }
 
@@ -705,18 +1461,47 @@ class _Server(ThreadingHTTPServer):
 
     def mount(self, route: Route, times: int | None) -> None:
         with self._lock:
-            key = (route.vendor, route.path)
+            key = _key(route)
+            stack = self._routes.pop(key, [])  # re-inserted last: it answers first now
             if times is None:
-                self._routes[key] = [_Mounted(route, None)]
+                stack = [_Mounted(route, None)]
             else:
-                self._routes.setdefault(key, []).append(_Mounted(route, times))
+                stack.append(_Mounted(route, times))
+            self._routes[key] = stack
 
-    def _take(self, vendor: str, path: str) -> Route | None:
+    def _find(
+        self, vendor: str, path: str, body: object
+    ) -> tuple[_RouteKey | None, dict[str, str]]:
+        """The mounted endpoint answering ``path`` for this body, the last mounted first, and
+        what its placeholders matched; a path some endpoint has but none of them selects this
+        body gives no key, with that path's params. Called with the lock held."""
+        near: dict[str, str] | None = None
+        for key in reversed(self._routes):
+            route_vendor, template, selects = key
+            if route_vendor != vendor or not self._routes[key]:
+                continue
+            params = _match(template, path)
+            if params is None:
+                continue
+            if not selects or (isinstance(body, dict) and any(k in body for k in selects)):
+                return key, params
+            near = params if near is None else near
+        return None, near if near is not None else {}
+
+    def _path_known(self, vendor: str, path: str) -> bool:
+        with self._lock:
+            return any(
+                v == vendor and stack and _match(template, path) is not None
+                for (v, template, _), stack in self._routes.items()
+            )
+
+    def _take(self, vendor: str, path: str, body: object) -> Route | None:
         """The route answering this call, using up one of a limited route's answers."""
         with self._lock:
-            stack = self._routes.get((vendor, path))
-            if not stack:
+            key, _ = self._find(vendor, path, body)
+            if key is None:
                 return None
+            stack = self._routes[key]
             top = stack[-1]
             if top.remaining is not None:
                 top.remaining -= 1
@@ -725,26 +1510,38 @@ class _Server(ThreadingHTTPServer):
             return top.route
 
     def answer(self, request: RecordedRequest, behaviour: str) -> Reply:
-        vendor = request.vendor
+        """Record ``request`` (with the params its path gives) and answer it."""
+        vendor, path = request.vendor, request.path
         try:
-            body = request.json()
+            body: Any = request.json()
         except ValueError:
-            return Reply(400, _error_body(vendor, 400))
+            body = _NOT_JSON
+        with self._lock:
+            _, params = self._find(vendor, path, body)
+        request = replace(request, params=params)
+        self.record(request)
+        if body is _NOT_JSON:
+            return _error(vendor, path, 400)
         if not isinstance(body, dict):
-            return Reply(422, _error_body(vendor, 422))
-        name = behaviour or _model_of(vendor, body)
-        failure = _failure_by_name(vendor, name)
+            return _error(vendor, path, 422)
+        model = _model_of(vendor, body, params)
+        name = behaviour or model
+        failure = _failure_by_name(vendor, path, name, model)
         if failure is not None:
             return failure
         delay = _delay_by_name(name)
-        route = self._take(vendor, request.path)
-        if route is None:
-            return _later(Reply(404, _error_body(vendor, 404)), delay)
+        route = self._take(vendor, path, body)
+        if route is None:  # a body no endpoint on a known path reads is the vendor's 400
+            return _later(
+                _error(vendor, path, 400 if self._path_known(vendor, path) else 404), delay
+            )
         try:
             reply = route.respond(request)
         except Exception as error:  # a test's own route broke: say so, without its message
-            broken = {**_error_body(vendor, 500), "standin_route_error": type(error).__name__}
-            return Reply(500, broken)
+            failed = _error(vendor, path, 500)
+            body = failed.body if isinstance(failed.body, dict) else {"error": failed.body}
+            broken = {**body, "standin_route_error": type(error).__name__}
+            return replace(failed, body=broken)
         return _later(reply, delay)
 
 
