@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial, wraps
-from typing import Any
+from typing import Any, Protocol
 
 from spanledger import _forksafe
 from spanledger.instrumentation._capture import (
@@ -65,6 +65,10 @@ class SdkSupport:
     distribution: str
     ranges: tuple[Versions, ...]
     methods: tuple[ClassMethod, ...]
+    creation: str | None = None
+    """A module whose ``hook(adopt)`` catches the SDK's clients as they are made, for an SDK
+    reached through per-client hooks rather than class patches (botocore); it returns what
+    undoes it, and each client it hands ``adopt`` is instrumented until the switch is off."""
 
     def refusal(self) -> str | None:
         """Why the installed version cannot be switched on, or ``None`` when it can."""
@@ -106,9 +110,15 @@ class _Patch:
             setattr(self.owner, self.name, self.replaced)
 
 
+class Undoable(Protocol):
+    """A change the switch made (a class patch, a creation hook), taken back by ``undo``."""
+
+    def undo(self) -> None: ...
+
+
 class _State:
     def __init__(self) -> None:
-        self.on: dict[str, list[_Patch]] = {}
+        self.on: dict[str, list[Undoable]] = {}
         self.adopted: weakref.WeakSet[Any] = weakref.WeakSet()
         self.taken: weakref.WeakSet[Any] = weakref.WeakSet()
         self.names: dict[type, set[str]] = {}
@@ -153,9 +163,14 @@ def switch_on(
         if refusals:
             raise RuntimeError("; ".join(refusals))
         for name in todo:
-            _state.on[name] = [
-                _patch(method, instrument, is_instrumented) for method in supports[name].methods
+            support = supports[name]
+            changes: list[Undoable] = [
+                _patch(method, instrument, is_instrumented) for method in support.methods
             ]
+            if support.creation is not None:
+                hook = importlib.import_module(support.creation).hook
+                changes.append(hook(partial(_adopt, name, instrument)))
+            _state.on[name] = changes
 
 
 def switch_off(uninstrument: Callable[[Any], Any]) -> None:
@@ -175,6 +190,15 @@ def switch_off(uninstrument: Callable[[Any], Any]) -> None:
             uninstrument(client)
         except Exception as exc:
             logged(exc)
+
+
+def _adopt(name: str, instrument: Callable[[Any], Any], client: Any) -> None:
+    """Instrument a client a creation hook saw being made, while ``name`` is switched on;
+    ``switch_off`` uninstruments it."""
+    with _lock:
+        if name in _state.on:
+            instrument(client)
+            _state.adopted.add(client)
 
 
 def _patch(

@@ -1,5 +1,6 @@
-"""The opt-in for HTTP that other code sends: httpx's default transports and ``requests``'
-``HTTPAdapter`` record the known vendors' embedding and rerank requests, whoever made the client.
+"""The opt-in for HTTP that other code sends: httpx's (and, when installed, httpx2's) default
+transports and ``requests``' ``HTTPAdapter`` record the known vendors' embedding and rerank
+requests, whoever made the client.
 
 This reaches what no SDK switch can: a library that talks to a vendor with its own ``requests``
 session (Jina through LangChain-community and LlamaIndex) or a fresh ``httpx.Client`` per call
@@ -57,6 +58,13 @@ def switch_http_on(vendors: Mapping[str, Vendor]) -> None:
         _replace(httpx.HTTPTransport, "handle_request", _httpx_sync)
         _replace(httpx.AsyncHTTPTransport, "handle_async_request", _httpx_async)
         try:
+            import httpx2
+        except ImportError:
+            pass
+        else:
+            _replace(httpx2.HTTPTransport, "handle_request", _httpx2_sync)
+            _replace(httpx2.AsyncHTTPTransport, "handle_async_request", _httpx2_async)
+        try:
             from requests.adapters import HTTPAdapter
         except ImportError:
             return
@@ -102,6 +110,93 @@ def _httpx_async(
         return await asend_recorded(lambda sent: original(self, sent), request, vendors)
 
     return handle_async_request
+
+
+def _httpx2_sync(original: Callable[[Any, Any], Any]) -> Any:
+    """httpx2's transport: the same recording, with httpx2's own types (its classes are not
+    httpx's), the body read whole and handed on as a fresh httpx2 response."""
+
+    def handle_request(self: Any, request: Any) -> Any:
+        vendors = _state.vendors
+        if vendors is None or not might_be_vendor_call(request.method, request.url.path):
+            return original(self, request)
+        watch = _httpx2_watch(request, vendors)
+        if watch is None:
+            return original(self, request)
+        try:
+            response = original(self, request)
+            stream = response.stream
+            try:
+                raw = b"".join(stream)
+            finally:
+                stream.close()
+        except BaseException as exc:
+            watch.raised(exc)
+            raise
+        return _httpx2_answered(watch, response, raw, request)
+
+    return handle_request
+
+
+def _httpx2_async(original: Callable[[Any, Any], Awaitable[Any]]) -> Any:
+    async def handle_async_request(self: Any, request: Any) -> Any:
+        vendors = _state.vendors
+        if vendors is None or not might_be_vendor_call(request.method, request.url.path):
+            return await original(self, request)
+        watch = _httpx2_watch(request, vendors)
+        if watch is None:
+            return await original(self, request)
+        try:
+            response = await original(self, request)
+            stream = response.stream
+            try:
+                raw = b"".join([chunk async for chunk in stream])
+            finally:
+                await stream.aclose()
+        except BaseException as exc:
+            watch.raised(exc)
+            raise
+        return _httpx2_answered(watch, response, raw, request)
+
+    return handle_async_request
+
+
+def _httpx2_watch(request: Any, vendors: Mapping[str, Vendor]) -> Any:
+    try:
+        return watch_for(httpx.URL(str(request.url)), lambda: _httpx2_body(request), vendors)
+    except Exception as exc:
+        logged(exc)
+        return None
+
+
+def _httpx2_body(request: Any) -> bytes:
+    """The request's body when it is in memory (a 307/308 resend's stream unread: read from
+    its in-memory stream); any other stream is not ours to consume."""
+    import httpx2
+
+    try:
+        content: bytes = request.content
+        return content
+    except httpx2.RequestNotRead:
+        stream = request.stream
+        if not isinstance(stream, httpx2.ByteStream):
+            raise
+        return b"".join(stream)
+
+
+def _httpx2_answered(watch: Any, response: Any, raw: bytes, request: Any) -> Any:
+    """Record the outcome; hand the caller an httpx2 response of the same status, headers and
+    raw bytes."""
+    import httpx2
+
+    watch.settled(response.status_code, httpx.Headers(response.headers.multi_items()), raw)
+    return httpx2.Response(
+        response.status_code,
+        headers=response.headers,
+        stream=httpx2.ByteStream(raw),
+        extensions=response.extensions,
+        request=request,
+    )
 
 
 def _requests_send(original: Any) -> Any:

@@ -39,12 +39,26 @@ __all__ = ["Installation", "instrument", "instrumented_sdks", "is_instrumented",
 C = TypeVar("C")
 
 _RECORD = "_spanledger_instrumentation"
+
+
+def _mistral_client(resource: Any) -> Any:
+    """The ``Mistral`` client an ``Embeddings`` resource belongs to (the resource itself when
+    it was made on its own)."""
+    parent = getattr(resource, "parent_ref", None)
+    return parent if type(parent).__name__ == "Mistral" else resource
+
+
 _INTEGRATIONS = {
     # the SDK's module (or a package of it: ``google.genai``), and the integration that wraps
     # its clients
     "openai": "spanledger.instrumentation.openai_client",
     "cohere": "spanledger.instrumentation.cohere_client",
     "voyageai": "spanledger.instrumentation.voyage_client",
+    "botocore": "spanledger.instrumentation.bedrock_client",
+    "google.genai": "spanledger.instrumentation.google_client",
+    "mistralai": "spanledger.instrumentation.mistral_client",
+    "ollama": "spanledger.instrumentation.ollama_client",
+    "vertexai": "spanledger.instrumentation.vertexai_model",
 }
 _SUPPORT = {
     "openai": SdkSupport(
@@ -85,6 +99,61 @@ _SUPPORT = {
             ClassMethod("voyageai.client", "Client", "rerank", False),
             ClassMethod("voyageai.client_async", "AsyncClient", "embed", True),
             ClassMethod("voyageai.client_async", "AsyncClient", "rerank", True),
+        ),
+    ),
+    "botocore": SdkSupport(
+        "botocore",
+        (((1, 43), (2,)),),
+        (),
+        creation="spanledger.instrumentation._botocore_everywhere",
+    ),
+    "google.genai": SdkSupport(
+        "google-genai",
+        (((2, 30), (3,)),),
+        (
+            ClassMethod("google.genai.models", "Models", "embed_content", False),
+            ClassMethod("google.genai.models", "AsyncModels", "embed_content", True),
+        ),
+    ),
+    "mistralai": SdkSupport(
+        "mistralai",
+        (((3, 7), (4,)),),
+        (
+            ClassMethod(
+                "mistralai.client.embeddings", "Embeddings", "create", False, _mistral_client
+            ),
+            ClassMethod(
+                "mistralai.client.embeddings", "Embeddings", "create_async", True, _mistral_client
+            ),
+        ),
+    ),
+    "ollama": SdkSupport(
+        "ollama",
+        (((0, 6), (0, 7)),),
+        (
+            ClassMethod("ollama._client", "Client", "embed", False),
+            ClassMethod("ollama._client", "Client", "embeddings", False),
+            ClassMethod("ollama._client", "AsyncClient", "embed", True),
+            ClassMethod("ollama._client", "AsyncClient", "embeddings", True),
+        ),
+        creation="spanledger.instrumentation.ollama_client",  # re-binds ``ollama.embed``
+    ),
+    "vertexai": SdkSupport(
+        "google-cloud-aiplatform",
+        (((2, 7), (3,)),),
+        (
+            ClassMethod(
+                "vertexai.language_models._language_models",
+                "_TextEmbeddingModel",
+                "get_embeddings",
+                False,
+            ),
+            ClassMethod(
+                "vertexai.language_models._language_models",
+                "_TextEmbeddingModel",
+                "get_embeddings_async",
+                True,
+            ),
         ),
     ),
 }
