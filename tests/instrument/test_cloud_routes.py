@@ -205,6 +205,10 @@ def test_gemini_batch_counts_one_input_per_request_entry() -> None:
 
 NOT_RETRIEVAL = [
     (f"{RT}/model/anthropic.claude-3-haiku/invoke", {"messages": [], "max_tokens": 5}),
+    (
+        f"{RT}/model/amazon.titan-text-express-v1/invoke",
+        {"inputText": "hello", "textGenerationConfig": {"maxTokenCount": 10}},
+    ),
     (f"{RT}/model/amazon.nova-lite-v1%3A0/converse", {"messages": []}),
     (
         "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent",

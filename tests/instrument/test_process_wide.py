@@ -20,6 +20,7 @@ from voyageai.client_async import AsyncClient as AsyncVoyageClient
 import spanledger
 from spanledger import EmbeddingEvent, Recorder, RerankEvent
 from spanledger.instrumentation import instrumented_sdks, is_instrumented
+from spanledger.instrumentation._registry import _SUPPORT
 from spanledger.testing import StandIn
 from tests.forking import fork, outcome, timed
 from tests.instrument.conftest import OP_IDS, OPS, TEXTS, Op, Tape
@@ -172,11 +173,15 @@ def test_switching_on_twice_changes_nothing(standin: StandIn, switched: None) ->
     state = class_state()
     spanledger.instrument()
     assert class_state() == state
-    assert set(instrumented_sdks()) == {"openai", "cohere", "voyageai"}
+    assert set(instrumented_sdks()) == set(_SUPPORT)
 
 
 def test_bad_names_are_refused_with_a_sentence() -> None:
-    with pytest.raises(ValueError, match=r"no SDK named 'anthropic'.*cohere, openai, voyageai"):
+    with pytest.raises(
+        ValueError,
+        match=r"no SDK named 'anthropic'.*botocore, cohere, google\.genai, mistralai, ollama, "
+        r"openai, vertexai, voyageai",
+    ):
         spanledger.instrument(sdks=["anthropic"])
     with pytest.raises(TypeError, match="list of SDK names"):
         spanledger.instrument(sdks="openai")
@@ -290,9 +295,10 @@ def test_the_switch_supports_exactly_the_versions_the_test_extras_pin() -> None:
     project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     extras = project["project"]["optional-dependencies"]
     pins: dict[str, set[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+    distributions = {support.distribution for support in _SUPPORT.values()}
     for requirement in extras["dev"] + extras["older-sdks"]:
         found = re.fullmatch(r"([\w-]+)>=([\d.]+),<([\d.]+)", requirement)
-        if found and found.group(1) in _SUPPORT:
+        if found and found.group(1) in distributions:
             low, below = (tuple(map(int, v.split("."))) for v in found.group(2, 3))
             pins.setdefault(found.group(1), set()).add((low, below))
-    assert pins == {name: set(s.ranges) for name, s in _SUPPORT.items()}
+    assert pins == {s.distribution: set(s.ranges) for s in _SUPPORT.values()}

@@ -230,14 +230,23 @@ TITAN_REQUEST = {"inputText": "Hello, world!"}
 def test_bedrock_error_code_beats_the_status(
     code: str, status: int, category: str, suffix: str
 ) -> None:
-    ex = load(INVALID_MODEL).replace(
-        request_body=TITAN_REQUEST, headers={"x-amzn-errortype": code + suffix}, status=status
+    ex = load("titan-embed-text-v2").replace(
+        body={"message": "refused"}, headers={"x-amzn-errortype": code + suffix}, status=status
     )
     event = only_event(ex)
     assert event.kind == "embedding_failed"
-    assert (event.provider, event.model) == ("aws.bedrock", "does-not-exist")
+    assert (event.provider, event.model) == ("aws.bedrock", "amazon.titan-embed-text-v2:0")
     assert event.error_category.value == category
     assert event.status_code == status
+
+
+def test_a_titan_shaped_body_for_a_model_no_embedding_endpoint_names_passes_through() -> None:
+    """Every Bedrock model shares ``/model/{id}/invoke``: a plain id decides (Titan Text's
+    generation body holds ``inputText`` too), so the recording's unknown model is not read as
+    Titan embeddings, on this path as on boto3's."""
+    replayed = replay_mocked(load(INVALID_MODEL).replace(request_body=TITAN_REQUEST))
+    assert replayed.events == []
+    assert replayed.response.status_code == 400
 
 
 def test_bedrock_invoke_without_a_body_passes_through() -> None:

@@ -149,8 +149,22 @@ def _distinct(path: str, body: dict[str, Any], hinted: Vendor | None) -> Endpoin
             value_at(body, key) is not None for key in endpoint.selects_by
         ):
             continue
+        if not _names_its_model(endpoint, path):
+            continue
         return endpoint
     return None
+
+
+def _names_its_model(endpoint: Endpoint, path: str) -> bool:
+    """Whether the model a route names can be this endpoint's: a Bedrock id must be one of the
+    endpoint's models (Titan Text's generation body also holds ``inputText``); an ARN that
+    names no model is judged by the body alone."""
+    if not endpoint.model_prefixes or not endpoint.model_in_route:
+        return True
+    named = request_model(endpoint, {}, path)
+    if named is None or named.startswith("arn:"):
+        return True
+    return named.startswith(endpoint.model_prefixes)
 
 
 def _host_vendor(url: httpx.URL) -> Vendor | None:

@@ -17,7 +17,6 @@ limit); no text the caller sent reaches the event.
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections.abc import Callable
 from functools import partial
@@ -34,12 +33,11 @@ from spanledger.instrumentation._registry import Installation
 from spanledger.recording.call import logged
 from spanledger.recording.facts import EmbedFacts, embedding_facts, passed, positive_int
 from spanledger.wire.endpoints import VERTEX_EMBEDDINGS
+from spanledger.wire.read import struct_number
 
 __all__ = ["install"]
 
 _EXTRAS = ("auto_truncate",)
-_WHOLE = 2**53
-"""The largest whole number a double carries exactly."""
 Server = tuple[str | None, int | None]
 
 
@@ -211,9 +209,7 @@ def _as_sent(predictions: object) -> object:
 
 def _whole_at(node: object, path: tuple[str, ...]) -> object:
     if not path:
-        if type(node) is float and math.isfinite(node) and node.is_integer():
-            return int(node) if abs(node) <= _WHOLE else node
-        return node
+        return struct_number(node)
     if type(node) is not dict or path[0] not in node:
         return node
     return {**node, path[0]: _whole_at(node[path[0]], path[1:])}

@@ -8,6 +8,7 @@ are read by the figure rule and never fail a response: a malformed one is not re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ __all__ = [
     "read_embeddings",
     "read_rerank",
     "rerank_usage",
+    "struct_number",
     "vector_type",
 ]
 
@@ -289,6 +291,19 @@ def header_count(value: object) -> object:
         return value
     text = value.strip()
     return int(text) if text.isascii() and text.isdigit() and len(text) < 20 else value
+
+
+_STRUCT_WHOLE = 2**53
+"""The largest whole number a double holds exactly."""
+
+
+def struct_number(value: object) -> object:
+    """A figure as a protobuf ``Struct`` carries it (every number a double, so gRPC's ``4.0`` is
+    JSON's ``4``): a whole, exactly held double as its integer; anything else as it came, for
+    the figure rule to judge."""
+    if type(value) is float and math.isfinite(value) and value.is_integer():
+        return int(value) if abs(value) <= _STRUCT_WHOLE else value
+    return value
 
 
 def _one_vector(value: object) -> object:
