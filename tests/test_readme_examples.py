@@ -87,6 +87,16 @@ EXPECTED_STDOUT: dict[str, list[re.Pattern[str]]] = {
         re.compile(r"mistral_ai mistral-embed input_tokens=[1-9]\d* priced \S+"),
         re.compile(r"ollama nomic-embed-text input_tokens=[1-9]\d* not_billed 0"),
     ],
+    # The clouds' SDKs, each instrumented: one event per call with the figure the wire carried.
+    "The clouds' and local servers' SDKs": [
+        re.compile(r"embedding aws\.bedrock amazon\.titan-embed-text-v2:0 input_tokens=[1-9]\d*"),
+        re.compile(r"embedding aws\.bedrock cohere\.embed-v4:0 input_tokens=[1-9]\d*"),
+        re.compile(r"rerank aws\.bedrock amazon\.rerank-v1:0 None"),
+        re.compile(r"embedding gcp\.gemini gemini-embedding-001 input_tokens=[1-9]\d*"),
+        re.compile(r"embedding mistral_ai mistral-embed input_tokens=[1-9]\d*"),
+        re.compile(r"embedding ollama nomic-embed-text input_tokens=[1-9]\d*"),
+        re.compile(r"embedding azure\.ai\.openai my-embedder input_tokens=[1-9]\d*"),
+    ],
     # Each framework recipe: what its request was billed and the share of context it cited.
     "Recipes: the frameworks": [
         re.compile(r"billed \d+ (tokens|search unit); cited token share \d+%"),

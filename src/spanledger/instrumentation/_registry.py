@@ -280,13 +280,17 @@ def instrument(
 ) -> Any:
     """Make ``client`` record every embedding and rerank call; returns the same client.
 
-    Supported: ``openai.OpenAI`` / ``AsyncOpenAI``, ``cohere.ClientV2`` / ``AsyncClientV2``,
-    ``cohere.Client`` / ``AsyncClient`` (v1) and ``voyageai.Client`` / ``AsyncClient``.
+    Supported: ``openai.OpenAI`` / ``AsyncOpenAI`` (and ``AzureOpenAI`` / ``AsyncAzureOpenAI``),
+    ``cohere.ClientV2`` / ``AsyncClientV2``, ``cohere.Client`` / ``AsyncClient`` (v1),
+    ``voyageai.Client`` / ``AsyncClient``, boto3 ``bedrock-runtime`` and
+    ``bedrock-agent-runtime`` clients, ``google.genai.Client``, ``mistralai`` ``Mistral``,
+    ``ollama.Client`` / ``AsyncClient`` and ``vertexai`` ``TextEmbeddingModel``.
     Instrumenting a client twice changes nothing.
 
     With no client, the process-wide switch: every client of the named SDKs (``"openai"``,
-    ``"cohere"``, ``"voyageai"``; default: each of them that is installed, imported now) records,
-    clients made before the switch and after it. An SDK version the tests do not cover is
+    ``"cohere"``, ``"voyageai"``, ``"botocore"``, ``"google.genai"``, ``"mistralai"``,
+    ``"ollama"``, ``"vertexai"``; default: each of them that is installed, imported now)
+    records, clients made before the switch and after it (Bedrock: clients made after it). An SDK version the tests do not cover is
     refused with a ``RuntimeError`` naming it and the range, before anything changes.
     ``uninstrument()`` with no client switches it off. Both modes together record a call once.
 
@@ -361,7 +365,9 @@ def _integration(client: object) -> Integration:
                 module: Integration = importlib.import_module(_INTEGRATIONS[prefix])
                 return module
     raise TypeError(
-        "spanledger.instrument supports openai.OpenAI/AsyncOpenAI, cohere.ClientV2/AsyncClientV2, "
-        "cohere.Client/AsyncClient and voyageai.Client/AsyncClient, "
+        "spanledger.instrument supports openai.OpenAI/AsyncOpenAI (Azure's too), "
+        "cohere.ClientV2/AsyncClientV2, cohere.Client/AsyncClient, voyageai.Client/AsyncClient, "
+        "boto3 bedrock-runtime and bedrock-agent-runtime clients, google.genai.Client, "
+        "mistralai Mistral, ollama.Client/AsyncClient and vertexai TextEmbeddingModel, "
         f"not {type(client).__qualname__}"
     )
