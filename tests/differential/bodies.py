@@ -2,9 +2,12 @@
 
 Nothing here knows a vendor by name: where an endpoint keeps its vectors, results, figures, id
 and echoed model is read from ``spanledger.wire.endpoints.Endpoint``, so a new endpoint gets
-bodies of its own shape. A body starts valid for the call it answers and then, by family, is
-corrupted in one way: a figure (absent, text, bool, list, negative, float, beyond 64 bits), the
-vectors or results (count, widths, entries, indices, scores, more results than ``top_k``), the
+bodies of its own shape: every ``VectorLayout`` (by index, by type, Cohere v1's floats-or-by-type,
+rows at a key, one vector, a list of items each holding its vector), a token figure per item
+(summed), a figure in a response header, results that name documents by id. A body starts valid
+for the call it answers and then, by family, is corrupted in one way: a figure (absent, text,
+bool, list, negative, float, beyond 64 bits; as header text: not a plain decimal), the vectors
+or results (count, widths, entries, indices or ids, scores, more results than ``top_k``), the
 framing (truncated, not JSON, a JSON scalar), or it is an error status instead.
 
 There is no oracle here: which of these a path must accept is the reader's business. The
@@ -28,6 +31,7 @@ __all__ = [
     "BAD_COUNTS",
     "BAD_TEXTS",
     "ERROR_STATUSES",
+    "HEADER_FIGURE",
     "JSON_TYPE",
     "Call",
     "Case",
@@ -86,6 +90,33 @@ BAD_NUMBERS: tuple[object, ...] = (
 BAD_INDICES: tuple[object, ...] = ("0", 0.0, True, None, -1, [0])
 """Indices that are not a non-negative JSON integer."""
 
+BAD_IDS: tuple[object, ...] = (0, 1, None, True, "", " 0", "0.0", ["0"], {"id": "0"})
+"""Result ids that are not one of the ids the request gave (``"0"``, ``"1"``, ...)."""
+
+BAD_HEADER_COUNTS: tuple[str, ...] = (
+    "12abc",
+    "",
+    "-1",
+    "+5",
+    "1.5",
+    "1e3",
+    "0x10",
+    "nan",
+    "12, 13",
+    "9223372036854775808",
+    "99999999999999999999",
+    "007x",
+)
+"""Header text that is not a plain decimal count a bill can hold: none may be reported."""
+
+EDGE_HEADER_COUNTS: tuple[str, ...] = ("0", "1", "007", " 12 ", "9223372036854775807")
+"""Header text that is a sound count (leading zeros and surrounding blanks included)."""
+
+HEADER_FIGURE = "header"
+"""The figure name of a token count sent in a response header (``Endpoint.tokens_header``)."""
+EACH_FIGURE = "tokens_each"
+"""The figure name of a token count on each item, summed (``Endpoint.tokens_each_at``)."""
+
 ERROR_STATUSES: tuple[int, ...] = (400, 401, 403, 404, 408, 422, 429, 500, 502, 503)
 
 RETRY_AFTERS: tuple[str | None, ...] = (
@@ -125,10 +156,20 @@ class Call:
     items: tuple[str, ...]
     query: str
     top_k: int | None
+    model: str | None = None
+    """The model the call names, where it matters which (``None``: the rig's choice)."""
+
+    @property
+    def document_ids(self) -> tuple[str, ...] | None:
+        """The ids the request gives its documents, where results name documents by id (our
+        provider numbers them ``"0"``, ``"1"``, ...)."""
+        if self.endpoint.result_ids_at is None:
+            return None
+        return tuple(str(position) for position in range(len(self.items)))
 
     def __repr__(self) -> str:
         e = self.endpoint
-        return f"Call({e.vendor.value}/{e.operation}, items={len(self.items)}, top_k={self.top_k})"
+        return f"Call({e.name}, items={len(self.items)}, top_k={self.top_k})"
 
 
 @dataclass(frozen=True)
@@ -168,7 +209,7 @@ class Case:
 
 def wire_top_k(endpoint: Endpoint) -> bool:
     """Whether ``top_k`` travels on the wire, so that a body may exceed it."""
-    return endpoint.top_k_key is not None and not endpoint.client_side_top_k
+    return endpoint.top_k_at is not None and not endpoint.client_side_top_k
 
 
 def figure_paths(endpoint: Endpoint) -> dict[str, Path]:
@@ -185,22 +226,36 @@ def figure_paths(endpoint: Endpoint) -> dict[str, Path]:
     return paths
 
 
+def figure_names(endpoint: Endpoint) -> list[str]:
+    """Every figure the reply carries: the body's, each item's, the header's."""
+    names = sorted(figure_paths(endpoint))
+    if endpoint.tokens_each_at is not None:
+        names.append(EACH_FIGURE)
+    if endpoint.tokens_header is not None:
+        names.append(HEADER_FIGURE)
+    return names
+
+
 def _is_count(name: str) -> bool:
-    return name in ("tokens", "units")
+    return name in ("tokens", "units", EACH_FIGURE)
 
 
-def families(endpoint: Endpoint) -> tuple[str, ...]:
-    """The kinds of body this endpoint gets. Hypothesis favours the front of a list it samples
-    from, so the families with the most variety inside them (error statuses, framing) come
-    first and get a second entry further back."""
-    found = ["valid", "status", "framing"]
-    if figure_paths(endpoint):
-        found += ["figure", "figure_parent"]
+def families(endpoint: Endpoint, *, errors: bool = True) -> tuple[str, ...]:
+    """The kinds of body this endpoint gets (``errors``: error statuses too, where more than
+    one path can carry them). Hypothesis favours the front of a list it samples from, so the
+    families with the most variety inside them (error statuses, framing) come first and get a
+    second entry further back."""
+    status = ["status"] if errors else []
+    found = ["valid", *status, "framing"]
+    if figure_names(endpoint):
+        found.append("figure")
+    if any(len(path) > 1 for path in figure_paths(endpoint).values()):
+        found.append("figure_parent")
     found += ["shape", "entries", "indices"] if endpoint.operation == "embeddings" else []
     found += ["results", "scores", "indices"] if endpoint.operation == "rerank" else []
     if endpoint.operation == "rerank" and wire_top_k(endpoint):
         found.append("too_many")
-    found += ["status", "valid"]
+    found += [*status, "valid"]
     return tuple(found)
 
 
@@ -252,7 +307,7 @@ _ENTRIES = st.one_of(
 def calls(draw: st.DrawFn, endpoint: Endpoint, *, room_over_top_k: bool = False) -> Call:
     """A call of 1-4 items (2-4 with ``top_k`` below their count when ``room_over_top_k``)."""
     low = 2 if room_over_top_k else 1
-    count = draw(st.integers(min_value=low, max_value=4))
+    count = 1 if endpoint.single_input else draw(st.integers(min_value=low, max_value=4))
     items = tuple(f"item {n}: " + "lorem " * n for n in range(count))
     top_k: int | None = None
     if endpoint.operation == "rerank":
@@ -275,7 +330,39 @@ def _figures(draw: st.DrawFn, endpoint: Endpoint, payload: dict[str, Any]) -> di
         else:
             value = draw(st.sampled_from([f"{name}-1", "ünïcödé-" + name, "x" * 300]))
         put(payload, path, value)
+    if endpoint.tokens_each_at is not None and draw(st.booleans() | st.just(True)):
+        for item in _items(endpoint, payload):
+            put(item, endpoint.tokens_each_at, draw(st.sampled_from(EDGE_COUNTS) | _SMALL))
     return payload
+
+
+_SMALL = st.integers(0, 10_000)
+
+
+def _items(endpoint: Endpoint, payload: Any) -> list[dict[str, Any]]:
+    """The objects at ``vectors_at`` of an items layout (those that are objects)."""
+    node = payload
+    for key in endpoint.vectors_at:
+        node = node.get(key) if type(node) is dict else None
+    return [item for item in node if type(item) is dict] if type(node) is list else []
+
+
+@st.composite
+def header_figure(draw: st.DrawFn, endpoint: Endpoint) -> tuple[tuple[str, str], ...]:
+    """A sound token count in the endpoint's figure header, or none."""
+    name = endpoint.tokens_header
+    if name is None or not draw(st.booleans() | st.just(True)):
+        return ()
+    value = draw(st.sampled_from(EDGE_HEADER_COUNTS) | _SMALL.map(str))
+    return ((_header_case(draw, name), value),)
+
+
+def _header_case(draw: st.DrawFn, name: str) -> str:
+    """The header's name as a server may spell it (header names are case-blind)."""
+    spelled = draw(st.sampled_from(["lower", "title", "upper"]))
+    if spelled == "title":
+        return "-".join(part.capitalize() for part in name.split("-"))
+    return name.upper() if spelled == "upper" else name
 
 
 @st.composite
@@ -284,14 +371,28 @@ def vectors(draw: st.DrawFn, count: int) -> list[list[Any]]:
     return [draw(st.lists(_ENTRIES, min_size=width, max_size=width)) for _ in range(count)]
 
 
-def embedding_payload(endpoint: Endpoint, rows: list[Any], order: list[int] | None) -> Any:
+def embedding_payload(
+    endpoint: Endpoint, rows: list[Any], order: list[int] | None, bare: bool = False
+) -> Any:
     """The body of an embedding answer holding ``rows`` in the endpoint's layout (``order``:
-    the order of ``data`` entries, by index, for a by-index layout)."""
+    the order of ``data`` entries, by index, for a by-index layout; ``bare``: Cohere v1's float
+    vectors as ``embeddings`` itself). A one-vector layout holds its vector, and ``rows`` as
+    they are when there is not exactly one."""
     layout = endpoint.vectors
     if layout is VectorLayout.ROWS:
-        return rows
+        return put({}, endpoint.vectors_at, rows) if endpoint.vectors_at else rows
     if layout is VectorLayout.BY_TYPE:
         return {"embeddings": {"float": rows}, "texts": []}
+    if layout is VectorLayout.FLOATS_OR_BY_TYPE:
+        embeddings = rows if bare else {"float": rows}
+        return {"embeddings": embeddings, "texts": [], "response_type": "embeddings_floats"}
+    if layout is VectorLayout.SINGLE:
+        if not rows:
+            return {}
+        return put({}, endpoint.vectors_at, rows[0] if len(rows) == 1 else rows)
+    if layout is VectorLayout.ITEMS:
+        items = [put({}, endpoint.vector_in, row) for row in rows]
+        return put({}, endpoint.vectors_at, items)
     positions = order if order is not None else list(range(len(rows)))
     data = [{"object": "embedding", "index": i, "embedding": rows[i]} for i in positions]
     return {"object": "list", "data": data}
@@ -319,7 +420,10 @@ def _results(draw: st.DrawFn, call: Call, count: int | None = None) -> list[dict
         scores = draw(st.permutations(scores))
     results = []
     for index, score in zip(indices, scores, strict=True):
-        entry: dict[str, Any] = {"index": index, endpoint.score_key: score}
+        entry: dict[str, Any] = {
+            _index_key(endpoint): _named(call, index),
+            endpoint.score_key: score,
+        }
         if endpoint.document_key is not None:
             echo = draw(st.sampled_from(["absent", "text", "object"]))
             if echo == "text":
@@ -330,6 +434,16 @@ def _results(draw: st.DrawFn, call: Call, count: int | None = None) -> list[dict
     return results
 
 
+def _index_key(endpoint: Endpoint) -> str:
+    return endpoint.result_index_key
+
+
+def _named(call: Call, index: int) -> object:
+    """How a result names document ``index``: by position, or by the id the request gave."""
+    ids = call.document_ids
+    return index if ids is None else ids[index]
+
+
 @st.composite
 def valid_payload(draw: st.DrawFn, call: Call) -> Any:
     endpoint = call.endpoint
@@ -338,7 +452,7 @@ def valid_payload(draw: st.DrawFn, call: Call) -> Any:
         order = draw(st.permutations(range(len(rows))))
         if endpoint.vectors is VectorLayout.BY_INDEX and draw(st.booleans()):
             rows = [_base64_floats([float(x) for x in row]) for row in rows]
-        payload = embedding_payload(endpoint, rows, order)
+        payload = embedding_payload(endpoint, rows, order, bare=draw(st.booleans()))
     else:
         payload = results_payload(endpoint, draw(_results(call)))
     if type(payload) is dict:
@@ -351,22 +465,45 @@ def valid_payload(draw: st.DrawFn, call: Call) -> Any:
 Mutation = Callable[[st.DrawFn, Call], tuple[Any, str]]
 
 
-def _figure(draw: st.DrawFn, call: Call) -> tuple[Any, str]:
+Headers = tuple[tuple[str, str], ...]
+
+
+def _figure(draw: st.DrawFn, call: Call) -> tuple[Any, str, Headers | None]:
+    """One figure absent or malformed: in the body, on one item, or in the header (the headers
+    are returned then; ``None``: drawn as for a valid body)."""
+    endpoint = call.endpoint
     payload = draw(valid_payload(call))
-    paths = figure_paths(call.endpoint)
-    name = draw(st.sampled_from(sorted(paths)))
-    path = paths[name]
+    name = draw(st.sampled_from(figure_names(endpoint)))
+    if name == HEADER_FIGURE:
+        assert endpoint.tokens_header is not None
+        if endpoint.tokens_at is not None and draw(st.booleans()):  # the header counts then
+            payload = drop(payload, endpoint.tokens_at)
+        bad_text = draw(st.sampled_from(("absent", *BAD_HEADER_COUNTS)))
+        if bad_text == "absent":
+            return payload, "header absent", ()
+        header = ((_header_case(draw, endpoint.tokens_header), bad_text),)
+        return payload, f"header={bad_text!r}", header
     bad = draw(st.sampled_from(("absent", *(BAD_COUNTS if _is_count(name) else BAD_TEXTS))))
+    if name == EACH_FIGURE:
+        items = _items(endpoint, payload)
+        assert endpoint.tokens_each_at is not None
+        for item in items:
+            put(item, endpoint.tokens_each_at, draw(_SMALL))
+        at = draw(st.integers(min_value=0, max_value=len(items) - 1))
+        if bad == "absent":
+            drop(items[at], endpoint.tokens_each_at)
+        else:
+            put(items[at], endpoint.tokens_each_at, bad)
+        return payload, f"item {at} {name}={bad!r}"[:60], None
+    path = figure_paths(endpoint)[name]
     if bad == "absent":
-        return drop(payload, path), f"{name} absent"
-    return put(payload, path, bad), f"{name}={bad!r}"[:60]
+        return drop(payload, path), f"{name} absent", None
+    return put(payload, path, bad), f"{name}={bad!r}"[:60], None
 
 
 def _figure_parent(draw: st.DrawFn, call: Call) -> tuple[Any, str]:
     payload = draw(valid_payload(call))
     paths = [p for p in figure_paths(call.endpoint).values() if len(p) > 1]
-    if not paths:
-        return _figure(draw, call)
     path = draw(st.sampled_from(paths))
     depth = draw(st.integers(min_value=1, max_value=len(path) - 1))
     value = draw(st.sampled_from(["abc", 7, [], [{"x": 1}], None, True]))
@@ -395,28 +532,54 @@ def _shape(draw: st.DrawFn, call: Call) -> tuple[Any, str]:
         rows = [[] for _ in rows]
     elif how == "one empty":
         rows[draw(st.integers(min_value=0, max_value=count - 1))] = []
-    payload = embedding_payload(endpoint, rows, None)
+    payload = embedding_payload(endpoint, rows, None, bare=draw(st.booleans()))
+    layout = endpoint.vectors
     if how == "missing":
-        payload = {} if endpoint.vectors is not VectorLayout.BY_TYPE else {"embeddings": {}}
+        payload = {"embeddings": {}} if layout is VectorLayout.BY_TYPE else {}
+        if layout is VectorLayout.ITEMS and draw(st.booleans()):  # the items, not the vectors
+            payload = put({}, endpoint.vectors_at, [{} for _ in rows])
+            label = "vectors missing from their items"
     elif how == "not a list":
         value = draw(st.sampled_from(["abc", {"0": rows[0]}, 3, None]))
-        if endpoint.vectors is VectorLayout.ROWS:
-            payload = {"embeddings": rows} if value is None else value
-        elif endpoint.vectors is VectorLayout.BY_TYPE:
-            payload = put(payload, ("embeddings", "float"), value)
-        else:
-            payload = put(payload, ("data",), value)
+        payload = _not_a_list(draw, endpoint, payload, rows, value)
         label += f" {value!r}"[:40]
     elif how == "v1":  # another layout's shape: Cohere v1's bare list, OpenAI's data
-        if endpoint.vectors is VectorLayout.BY_TYPE:
+        if layout is VectorLayout.BY_TYPE:
             payload = {"embeddings": rows}
-        elif endpoint.vectors is VectorLayout.BY_INDEX:
+        elif layout is VectorLayout.BY_INDEX:
             payload = {"embeddings": {"float": rows}}
+        elif layout is VectorLayout.SINGLE and draw(st.booleans()):
+            payload = put({}, endpoint.vectors_at, rows)  # a list of vectors for one input
+            label = "vectors: a list of vectors where one belongs"
+        elif layout is VectorLayout.ITEMS and draw(st.booleans()):
+            payload = put({}, endpoint.vectors_at, rows)  # bare vectors, not items
+            label = "vectors: bare rows where items belong"
         else:
             payload = {"data": [{"index": i, "embedding": r} for i, r in enumerate(rows)]}
     if type(payload) is dict:
         payload = draw(_figures(endpoint, payload))
     return payload, label
+
+
+def _not_a_list(
+    draw: st.DrawFn, endpoint: Endpoint, payload: Any, rows: list[Any], value: object
+) -> Any:
+    """``payload`` with its vectors (or, for items, the items or one item's vector) replaced
+    by ``value``."""
+    layout = endpoint.vectors
+    if layout is VectorLayout.ROWS and not endpoint.vectors_at:
+        return {"embeddings": rows} if value is None else value
+    if layout is VectorLayout.BY_TYPE:
+        return put(payload, ("embeddings", "float"), value)
+    if layout is VectorLayout.FLOATS_OR_BY_TYPE:
+        return put(payload, ("embeddings",), value)
+    if layout is VectorLayout.ITEMS and draw(st.booleans()):
+        items = _items(endpoint, payload)
+        put(items[draw(st.integers(0, len(items) - 1))], endpoint.vector_in, value)
+        return payload
+    if layout in (VectorLayout.ROWS, VectorLayout.SINGLE, VectorLayout.ITEMS):
+        return put(payload, endpoint.vectors_at, value)
+    return put(payload, ("data",), value)
 
 
 def _entries(draw: st.DrawFn, call: Call) -> tuple[Any, str]:
@@ -446,7 +609,7 @@ def _entries(draw: st.DrawFn, call: Call) -> tuple[Any, str]:
         )
         rows[at] = bad
         label = f"vector {bad!r}"[:40]
-    payload = embedding_payload(endpoint, rows, None)
+    payload = embedding_payload(endpoint, rows, None, bare=draw(st.booleans()))
     if endpoint.vectors is VectorLayout.BY_INDEX and bad is None and draw(st.booleans()):
         del payload["data"][at]["embedding"]
         label = "embedding key missing"
@@ -471,22 +634,28 @@ def _indices(draw: st.DrawFn, call: Call) -> tuple[Any, str]:
         payload = results_payload(endpoint, entries)
     at = draw(st.integers(min_value=0, max_value=len(entries) - 1))
     how = draw(st.sampled_from(["missing", "malformed", "out of range", "duplicate"]))
+    key = "index" if endpoint.operation == "embeddings" else _index_key(endpoint)
+    by_id = endpoint.operation == "rerank" and call.document_ids is not None
     if how == "missing":
-        del entries[at]["index"]
-        label = "index missing"
+        del entries[at][key]
+        label = f"{key} missing"
     elif how == "malformed":
-        bad = draw(st.sampled_from(BAD_INDICES))
-        entries[at]["index"] = bad
-        label = f"index {bad!r}"
+        bad = draw(st.sampled_from(BAD_IDS if by_id else BAD_INDICES))
+        entries[at][key] = bad
+        label = f"{key} {bad!r}"
     elif how == "out of range":
-        entries[at]["index"] = count + draw(st.integers(min_value=0, max_value=2))
-        label = "index out of range"
+        beyond = count + draw(st.integers(min_value=0, max_value=2))
+        entries[at][key] = str(beyond) if by_id else beyond
+        label = f"{key} out of range"
     else:
         if len(entries) < 2:
             entries.append(dict(entries[0]))
         else:
-            entries[at]["index"] = entries[at - 1]["index"]
-        label = "index duplicate"
+            entries[at][key] = entries[at - 1][key]
+        label = f"{key} duplicate"
+        if by_id and draw(st.booleans()):  # an index beside the id is not read
+            entries[at]["index"] = 0
+            label += " (with an index)"
     if type(payload) is dict:
         payload = draw(_figures(endpoint, payload))
     return payload, label
@@ -543,7 +712,6 @@ def _too_many(draw: st.DrawFn, call: Call) -> tuple[Any, str]:
 
 
 _MUTATIONS: dict[str, Mutation] = {
-    "figure": _figure,
     "figure_parent": _figure_parent,
     "shape": _shape,
     "entries": _entries,
@@ -603,24 +771,30 @@ def replies(draw: st.DrawFn, call: Call, family: str) -> Reply:
         body, kind = draw(st.sampled_from(ERROR_BODIES))
         wait = draw(st.sampled_from(RETRY_AFTERS)) if status in (429, 503) else None
         return error_reply(status, body, kind, wait)
+    figure_header: Headers | None = None
     if family == "framing":
         body, label = draw(_framing(call))
     else:
         if family == "valid":
             payload, label = draw(valid_payload(call)), "valid"
+        elif family == "figure":
+            payload, label, figure_header = _figure(draw, call)
         else:
             payload, label = _MUTATIONS[family](draw, call)
         body = encode(payload)
     kind = draw(st.sampled_from(SUCCESS_TYPES))
     headers = [("content-type", kind)] if kind is not None else []
+    if figure_header is None:
+        figure_header = draw(header_figure(endpoint))
+    headers += figure_header
     if kind != JSON_TYPE:
         label += f" as {kind}"
     return Reply(200, body, tuple(headers), f"{family}: {label}")
 
 
 @st.composite
-def cases(draw: st.DrawFn, endpoint: Endpoint) -> Case:
-    """One call to ``endpoint`` and the answer it gets."""
-    family = draw(st.sampled_from(families(endpoint)))
+def cases(draw: st.DrawFn, endpoint: Endpoint, *, errors: bool = True) -> Case:
+    """One call to ``endpoint`` and the answer it gets (``errors``: error statuses too)."""
+    family = draw(st.sampled_from(families(endpoint, errors=errors)))
     call = draw(calls(endpoint, room_over_top_k=family == "too_many"))
     return Case(call, draw(replies(call, family)))

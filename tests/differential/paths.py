@@ -3,13 +3,17 @@
 For one ``Case`` (a call and the reply it gets), every path that can carry the reply makes the
 call once and yields the one event it recorded:
 
-- ``provider``: spanledger's own provider class for the endpoint, over ``httpx.MockTransport``;
+- ``provider``: spanledger's own provider class for the endpoint (``PROVIDERS``), over
+  ``httpx.MockTransport``, for every endpoint in ``ENDPOINTS``;
 - ``transport``: the recording httpx transport, posting the exact body the provider sent to
-  the same URL;
-- ``manual``: ``record_embedding`` / ``record_rerank`` with ``succeeded(raw=<body bytes>)``,
-  for 2xx replies only (it is not told the status);
+  the same URL; for an endpoint only SDKs reach (``SDK_ONLY_ENDPOINTS``), the request its
+  declaration describes (``declared_request``) to its route on ``BASE``;
+- ``manual``: ``record_embedding`` / ``record_rerank`` with ``succeeded(raw=<body bytes>,
+  headers=<the reply's>)`` (and ``document_ids=`` for results named by id), for 2xx replies only
+  (it is not told the status);
 - ``openai-sdk``, ``cohere-sdk``, ``voyage-sdk``: the official SDK, instrumented with
-  ``spanledger.instrument``, wherever the endpoint has one.
+  ``spanledger.instrument``, wherever the endpoint has one (``SDKS``, by endpoint name: the
+  place where boto3, google-genai, mistralai, ollama and openai's ``AzureOpenAI`` go).
 
 The SDK clients and the providers are built once per ``Rig`` and answer whatever reply the
 rig's ``Server`` holds at the time: an ``httpx.MockTransport`` for everything on httpx, and a
@@ -21,6 +25,7 @@ are off, and every path that sends is checked to have sent exactly one request.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections import Counter
@@ -39,19 +44,25 @@ import spanledger
 from spanledger import Event, ProviderError, Recorder
 from spanledger.instrumentation import transport
 from spanledger.providers import (
+    AzureOpenAIEmbeddings,
     CohereEmbeddings,
     CohereReranker,
     EmbeddingProvider,
+    GeminiEmbeddings,
     JinaEmbeddings,
     JinaReranker,
+    MistralEmbeddings,
+    OllamaEmbeddings,
     OpenAIEmbeddings,
     RerankProvider,
     TEIEmbeddings,
     TEIReranker,
+    VertexEmbeddings,
+    VertexReranker,
     VoyageEmbeddings,
     VoyageReranker,
 )
-from spanledger.wire.endpoints import Endpoint, Operation, Vendor
+from spanledger.wire.endpoints import ENDPOINTS, Endpoint, Operation, Vendor
 from spanledger.wire.http import join_route
 from tests.differential.bodies import Call, Case, Reply
 
@@ -60,18 +71,50 @@ __all__ = [
     "CASES_RUN",
     "KNOWN_SEEN",
     "MODEL",
+    "MODELS",
+    "PROJECT",
     "PROVIDERS",
     "SDKS",
     "Key",
     "Rig",
     "SdkPath",
     "Seen",
+    "call_model",
+    "declared_request",
+    "error_carriers",
+    "has_provider",
+    "model_for",
+    "path_names",
     "rig_for_module",
 ]
 
 BASE = "https://vendor.test"
+"""Every path's origin: no vendor's own host, so no provider refuses a call for want of a key
+(``Endpoint.serves_host``); the transport is told the vendor for it (``vendors={BASE: ...}``)."""
 MODEL = "m"
 API_KEY = "k"
+PROJECT = "p"
+
+MODELS: dict[str, str] = {
+    "bedrock-titan-embed": "amazon.titan-embed-text-v2:0",
+    "bedrock-cohere-embed": "cohere.embed-v4:0",
+    "bedrock-nova-embed": "amazon.nova-2-multimodal-embeddings-v1:0",
+    "bedrock-cohere-rerank": "cohere.rerank-v3-5:0",
+    "bedrock-rerank": "arn:aws:bedrock:us-west-2::foundation-model/amazon.rerank-v1:0",
+}
+"""The model of a call, by endpoint name, where the model chooses among a vendor's endpoints
+(Bedrock: ``endpoint_for`` reads the model's prefix); ``MODEL`` elsewhere."""
+
+
+def model_for(endpoint: Endpoint) -> str:
+    return MODELS.get(endpoint.name, MODEL)
+
+
+def call_model(call: Call) -> str:
+    """The model ``call`` names on the paths that name one (the transport's request for an
+    endpoint no provider calls, ``record_*``)."""
+    return call.model if call.model is not None else model_for(call.endpoint)
+
 
 Key = tuple[Vendor, Operation]
 
@@ -83,6 +126,12 @@ KNOWN_SEEN: Counter[str] = Counter()
 ProviderClass = Callable[..., EmbeddingProvider | RerankProvider]
 
 PROVIDERS: dict[Key, ProviderClass] = {
+    (Vendor.GEMINI, "embeddings"): GeminiEmbeddings,
+    (Vendor.VERTEX, "embeddings"): functools.partial(VertexEmbeddings, project=PROJECT),
+    (Vendor.VERTEX, "rerank"): functools.partial(VertexReranker, project=PROJECT),
+    (Vendor.AZURE, "embeddings"): AzureOpenAIEmbeddings,  # base_url=BASE: it has no default
+    (Vendor.MISTRAL, "embeddings"): MistralEmbeddings,
+    (Vendor.OLLAMA, "embeddings"): OllamaEmbeddings,
     (Vendor.OPENAI, "embeddings"): OpenAIEmbeddings,
     (Vendor.COHERE, "embeddings"): CohereEmbeddings,
     (Vendor.COHERE, "rerank"): CohereReranker,
@@ -94,6 +143,11 @@ PROVIDERS: dict[Key, ProviderClass] = {
     (Vendor.VOYAGE, "rerank"): VoyageReranker,
 }
 """Our provider class for each endpoint: every endpoint in ``ENDPOINTS`` must have one."""
+
+
+def has_provider(endpoint: Endpoint) -> bool:
+    """Whether our provider class calls ``endpoint`` (not another of its vendor's)."""
+    return ENDPOINTS.get((endpoint.vendor, endpoint.operation)) is endpoint
 
 
 @dataclass(frozen=True)
@@ -184,8 +238,8 @@ def _cohere_rerank(client: Any, call: Call) -> object:
     return client.rerank(model=MODEL, query=call.query, documents=list(call.items), **options)
 
 
-SDKS: dict[Key, tuple[SdkPath, ...]] = {
-    (Vendor.OPENAI, "embeddings"): (
+SDKS: dict[str, tuple[SdkPath, ...]] = {
+    "openai-embeddings": (
         SdkPath(
             "openai-sdk",
             _openai,
@@ -194,7 +248,7 @@ SDKS: dict[Key, tuple[SdkPath, ...]] = {
             ),
         ),
     ),
-    (Vendor.COHERE, "embeddings"): (
+    "cohere-embed": (
         SdkPath(
             "cohere-sdk",
             _cohere,
@@ -206,8 +260,8 @@ SDKS: dict[Key, tuple[SdkPath, ...]] = {
             ),
         ),
     ),
-    (Vendor.COHERE, "rerank"): (SdkPath("cohere-sdk", _cohere, _cohere_rerank),),
-    (Vendor.VOYAGE, "embeddings"): (
+    "cohere-rerank": (SdkPath("cohere-sdk", _cohere, _cohere_rerank),),
+    "voyageai-embeddings": (
         SdkPath(
             "voyage-sdk",
             _voyage,
@@ -215,7 +269,7 @@ SDKS: dict[Key, tuple[SdkPath, ...]] = {
             knows_status=False,
         ),
     ),
-    (Vendor.VOYAGE, "rerank"): (
+    "voyageai-rerank": (
         SdkPath(
             "voyage-sdk",
             _voyage,
@@ -224,7 +278,70 @@ SDKS: dict[Key, tuple[SdkPath, ...]] = {
         ),
     ),
 }
-"""The instrumented SDK methods that call each endpoint (none for Jina and TEI)."""
+"""The instrumented SDK methods that call each endpoint, by ``Endpoint.name`` (none for Jina and
+TEI). The extension point for the SDK paths still to come: boto3's ``bedrock-runtime``
+``invoke_model`` (``bedrock-titan-embed``, ``bedrock-cohere-embed``, ``bedrock-nova-embed``,
+``bedrock-cohere-rerank``) and ``bedrock-agent-runtime`` ``rerank`` (``bedrock-rerank``),
+google-genai (``gemini-batch-embed``, ``gemini-embed``, ``vertex-embed``, ``vertex-predict``),
+mistralai (``mistral-embeddings``), ollama (``ollama-embed``, ``ollama-legacy-embeddings``) and
+openai's ``AzureOpenAI`` (``azure-deployment-embeddings``, ``azure-v1-embeddings``). An entry
+for an endpoint only SDKs reach also brings its error statuses into the differential test
+(``error_carriers``)."""
+
+
+def error_carriers(endpoint: Endpoint) -> int:
+    """How many paths carry an error status for ``endpoint`` (``manual`` carries none: it is
+    told a failure's category, never reads one)."""
+    return int(has_provider(endpoint)) + 1 + len(SDKS.get(endpoint.name, ()))
+
+
+def _placed(path: tuple[str, ...], value: object, into: Any = None) -> Any:
+    """``into`` (a fresh object when ``None``) with ``value`` at ``path``; a digit step is a
+    list position (``("queries", "0", "textQuery", "text")``)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if head.isdigit():
+        positions: list[Any] = into if type(into) is list else []
+        while len(positions) <= int(head):
+            positions.append(None)
+        positions[int(head)] = _placed(rest, value, positions[int(head)])
+        return positions
+    keys: dict[str, Any] = into if type(into) is dict else {}
+    keys[head] = _placed(rest, value, keys.get(head))
+    return keys
+
+
+def declared_request(endpoint: Endpoint, call: Call) -> tuple[str, bytes]:
+    """The URL on ``BASE`` and the JSON body an SDK would send for ``call``, built from the
+    endpoint's declaration alone (for an endpoint no provider class calls)."""
+    model = model_for(endpoint)
+    route = endpoint.route
+    if endpoint.route_pattern is not None:
+        route = endpoint.route_with(
+            model=model, project=PROJECT, location="us-central1", config="default_config"
+        )
+    body: dict[str, Any] = {}
+    for path in endpoint.selects_by[:1]:  # the keys that tell the endpoint apart
+        if path != endpoint.items_at and path != endpoint.query_at:
+            body = _placed(path, {}, body)
+    texts = list(call.items)
+    ids = call.document_ids
+    items: list[Any] = []
+    for position, text in enumerate(texts):
+        item = _placed(endpoint.item_text_at, text)
+        if ids is not None and endpoint.result_ids_at is not None:
+            item = _placed(endpoint.result_ids_at, ids[position], item)
+        items.append(item)
+    assert endpoint.items_at is not None
+    body = _placed(endpoint.items_at, items[0] if endpoint.single_input else items, body)
+    if endpoint.request_model_at is not None:
+        body = _placed(endpoint.request_model_at, model, body)
+    if endpoint.operation == "rerank":
+        body = _placed(endpoint.query_at, call.query, body)
+        if call.top_k is not None and endpoint.top_k_at is not None:
+            body = _placed(endpoint.top_k_at, call.top_k, body)
+    return join_route(BASE, route), json.dumps(body).encode()
 
 
 @contextlib.contextmanager
@@ -260,7 +377,7 @@ class Rig:
     events: list[Event] = field(default_factory=list)
     _providers: dict[Key, EmbeddingProvider | RerankProvider] = field(default_factory=dict)
     _transports: dict[Vendor, httpx.Client] = field(default_factory=dict)
-    _sdks: dict[tuple[str, Key], Any] = field(default_factory=dict)
+    _sdks: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.recorder = Recorder([self.events.append])
@@ -287,6 +404,20 @@ class Rig:
             self._providers[key] = PROVIDERS[key](MODEL, base_url=BASE, http_client=http)
         return self._providers[key]
 
+    @staticmethod
+    def check_url(endpoint: Endpoint, url: str) -> None:
+        """The provider called ``endpoint``'s route on ``BASE`` (a templated one filled in,
+        naming the call's model where it names one)."""
+        sent = httpx.URL(url)
+        assert f"{sent.scheme}://{sent.host}" == BASE, url
+        pattern = endpoint.route_pattern
+        if pattern is None:
+            assert url == join_route(BASE, endpoint.route), url
+            return
+        assert pattern.search(sent.path), url
+        if endpoint.model_in_route:
+            assert endpoint.route_model(sent.path) == model_for(endpoint), url
+
     def run_provider(self, case: Case) -> tuple[Seen, str, bytes]:
         """The provider's event, and the URL and body it sent."""
         provider = self.provider(case.endpoint)
@@ -304,7 +435,7 @@ class Rig:
         event = self._one_event("provider", run)
         assert len(self.server.requests) == 1, "the provider sent more than one request"
         url, body = self.server.requests[0]
-        assert url == join_route(BASE, case.endpoint.route)
+        self.check_url(case.endpoint, url)
         return Seen("provider", event), url, body
 
     def run_transport(self, case: Case, url: str, body: bytes) -> Seen:
@@ -334,27 +465,30 @@ class Rig:
     def run_manual(self, case: Case) -> Seen:
         call = case.call
         provider = case.endpoint.vendor.value
+        model = call_model(call)
+        ids = call.document_ids
 
         def run() -> None:
             if case.endpoint.operation == "embeddings":
                 with spanledger.record_embedding(
-                    provider=provider, model=MODEL, inputs=list(call.items)
+                    provider=provider, model=model, inputs=list(call.items)
                 ) as embedding:
-                    embedding.succeeded(raw=case.reply.body)
+                    embedding.succeeded(raw=case.reply.body, headers=dict(case.reply.headers))
             else:
                 with spanledger.record_rerank(
                     provider=provider,
-                    model=MODEL,
+                    model=model,
                     query=call.query,
                     documents=list(call.items),
                     top_k=call.top_k,
+                    document_ids=list(ids) if ids is not None else None,
                 ) as rerank:
                     rerank.succeeded(raw=case.reply.body)
 
         return Seen("manual", self._one_event("manual", run), knows_status=False)
 
     def run_sdk(self, sdk: SdkPath, case: Case) -> Seen:
-        key = (case.endpoint.vendor, case.endpoint.operation)
+        key = case.endpoint.name
         if (sdk.name, key) not in self._sdks:
             self._sdks[sdk.name, key] = spanledger.instrument(sdk.make(self.server))
         client = self._sdks[sdk.name, key]
@@ -380,14 +514,27 @@ class Rig:
         )
 
     def paths(self, case: Case) -> list[Seen]:
-        """Every path's event for ``case``, the provider's first."""
-        provider, url, body = self.run_provider(case)
-        seen = [provider, self.run_transport(case, url, body)]
+        """Every path's event for ``case``: the provider's first, where there is one, else the
+        transport's (replaying the request the declaration describes)."""
+        seen: list[Seen] = []
+        if has_provider(case.endpoint):
+            provider, url, body = self.run_provider(case)
+            seen.append(provider)
+        else:
+            url, body = declared_request(case.endpoint, case.call)
+        seen.append(self.run_transport(case, url, body))
         if case.reply.success:
             seen.append(self.run_manual(case))
-        for sdk in SDKS.get((case.endpoint.vendor, case.endpoint.operation), ()):
+        for sdk in SDKS.get(case.endpoint.name, ()):
             seen.append(self.run_sdk(sdk, case))
         return seen
+
+
+def path_names(endpoint: Endpoint, success: bool) -> list[str]:
+    """The paths that carry a reply to ``endpoint``, in ``Rig.paths`` order."""
+    names = ["provider"] if has_provider(endpoint) else []
+    names += ["transport", *(["manual"] if success else [])]
+    return names + [sdk.name for sdk in SDKS.get(endpoint.name, ())]
 
 
 @contextlib.contextmanager

@@ -16,7 +16,12 @@ For the transport: the caller gets what it would get without spanledger (status,
 body bytes, or the inner transport's exception type), one event per recognised vendor call and
 none otherwise, and (3), (4) for that event.
 
-Bodies come from ``fuzz_bodies`` (valid vendor shapes, then mutated); ``httpx.MockTransport``
+Every endpoint in ``spanledger.wire.endpoints.ALL_ENDPOINTS`` is fuzzed through the transport,
+and through its provider class where it has one. The first five vendors' bodies come from
+``fuzz_bodies`` (valid vendor shapes, then mutated); every other endpoint's valid body is built
+from its declaration (``tests.differential.bodies``: its vector layout, per-item figures,
+results by id) and mutated the same way, and its figure header and error-code header (Bedrock)
+get sound, garbage and sentinel values. ``httpx.MockTransport``
 carries the bulk, a raw loopback server (``fuzz_servers.RawServer``) the byte-level framing.
 Every test runs its whole budget and then fails with each class of violation, its count and its
 smallest repro. Budget: fixed and derandomized; ``SPANLEDGER_FUZZ_EXAMPLES=<n>`` runs n
@@ -26,9 +31,13 @@ examples per hypothesis test instead.
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
+import functools
 import gzip
 import itertools
 import json
+import math
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,27 +58,41 @@ from spanledger import (
     RerankResponse,
 )
 from spanledger.providers import (
+    AzureOpenAIEmbeddings,
     CohereEmbeddings,
     CohereReranker,
     EmbeddingProvider,
+    GeminiEmbeddings,
     JinaEmbeddings,
     JinaReranker,
+    MistralEmbeddings,
+    OllamaEmbeddings,
     OpenAIEmbeddings,
     RerankProvider,
     TEIEmbeddings,
     TEIReranker,
+    VertexEmbeddings,
+    VertexReranker,
     VoyageEmbeddings,
     VoyageReranker,
 )
+from spanledger.wire import endpoints as declared
+from spanledger.wire.endpoints import VectorLayout
+from tests.differential.bodies import Call as DeclaredCall
+from tests.differential.bodies import embedding_payload, put, results_payload
+from tests.differential.paths import declared_request
 from tests.reliability.fuzz_bodies import (
     API_KEY,
     BODY_SENTINEL,
     DEEP_ARRAYS,
     DEEP_OBJECTS,
+    FIGURES,
     HUGE_FIGURES,
     INPUT_SENTINEL,
     INT64_MAX,
     NON_FINITE,
+    SCORES,
+    VECTOR_VALUES,
     JsonPath,
     Operation,
     Raw,
@@ -112,10 +135,12 @@ CLIENT_TIMEOUT = 5.0
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One provider class and the wire it speaks."""
+    """One wire, and the provider class that speaks it (``None``: only SDKs reach it, so only
+    the transport is fuzzed on it). ``declaration``: where its bodies are built from its
+    declaration rather than by ``fuzz_bodies``' vendor shapes."""
 
     label: str
-    cls: Callable[..., EmbeddingProvider | RerankProvider]
+    cls: Callable[..., EmbeddingProvider | RerankProvider] | None
     vendor: str
     operation: Operation
     model: str
@@ -124,6 +149,7 @@ class Endpoint:
     figure: str
     origin: str
     route: str
+    declaration: declared.Endpoint | None = None
 
 
 ENDPOINTS = (
@@ -236,8 +262,97 @@ ENDPOINTS = (
         "/v1/rerank",
     ),
 )
-REPORTING = tuple(endpoint for endpoint in ENDPOINTS if endpoint.usage_paths)
-IDS = [endpoint.label for endpoint in ENDPOINTS]
+
+
+def _from_declaration(
+    declaration: declared.Endpoint,
+    cls: Callable[..., EmbeddingProvider | RerankProvider] | None,
+    model: str,
+    origin: str,
+) -> Endpoint:
+    """A wire-fuzz endpoint for a declaration: its figures where the declaration puts them, and
+    (for the transport) the route its declared request goes to."""
+    usage = tuple(path for path in (declaration.tokens_at, declaration.units_at) if path)
+    counted = declaration.tokens_at or declaration.tokens_each_at or declaration.tokens_header
+    figure = "search_units" if declaration.units_at else "input_tokens" if counted else ""
+    call = DeclaredCall(declaration, ("a",), "q", None)
+    route = httpx.URL(declared_request(declaration, call)[0]).raw_path.decode("ascii")
+    return Endpoint(
+        declaration.name,
+        cls,
+        declaration.name,
+        declaration.operation,
+        model,
+        cls is not None,
+        usage,
+        figure,
+        origin,
+        route,
+        declaration,
+    )
+
+
+_BEDROCK_RUNTIME = "https://bedrock-runtime.us-east-1.amazonaws.com"
+_VERTEX = "https://us-central1-aiplatform.googleapis.com"
+_OLLAMA = "http://localhost:11434"
+DECLARED = (
+    _from_declaration(
+        declared.GEMINI_EMBEDDINGS,
+        GeminiEmbeddings,
+        "gemini-embedding-001",
+        "https://generativelanguage.googleapis.com",
+    ),
+    _from_declaration(
+        declared.VERTEX_EMBEDDINGS,
+        functools.partial(VertexEmbeddings, project="fuzz-project"),
+        "text-embedding-005",
+        _VERTEX,
+    ),
+    _from_declaration(
+        declared.VERTEX_RANK,
+        functools.partial(VertexReranker, project="fuzz-project"),
+        "semantic-ranker-default-004",
+        "https://discoveryengine.googleapis.com",
+    ),
+    _from_declaration(
+        declared.AZURE_EMBEDDINGS,
+        AzureOpenAIEmbeddings,
+        "embeddings-deployment",
+        "https://fuzz.openai.azure.com",
+    ),
+    _from_declaration(
+        declared.MISTRAL_EMBEDDINGS, MistralEmbeddings, "mistral-embed", "https://api.mistral.ai"
+    ),
+    _from_declaration(declared.OLLAMA_EMBED, OllamaEmbeddings, "all-minilm", _OLLAMA),
+    _from_declaration(declared.BEDROCK_TITAN_EMBEDDINGS, None, "", _BEDROCK_RUNTIME),
+    _from_declaration(
+        declared.BEDROCK_RERANK, None, "", "https://bedrock-agent-runtime.us-east-1.amazonaws.com"
+    ),
+    _from_declaration(declared.COHERE_V1_EMBEDDINGS, None, "", "https://api.cohere.com"),
+    _from_declaration(declared.BEDROCK_COHERE_EMBEDDINGS, None, "", _BEDROCK_RUNTIME),
+    _from_declaration(declared.BEDROCK_NOVA_EMBEDDINGS, None, "", _BEDROCK_RUNTIME),
+    _from_declaration(declared.BEDROCK_COHERE_RERANK, None, "", _BEDROCK_RUNTIME),
+    _from_declaration(
+        declared.GEMINI_EMBED_CONTENT, None, "", "https://generativelanguage.googleapis.com"
+    ),
+    _from_declaration(declared.VERTEX_EMBED_CONTENT, None, "", _VERTEX),
+    _from_declaration(declared.AZURE_V1_EMBEDDINGS, None, "", "https://fuzz.openai.azure.com"),
+    _from_declaration(declared.OLLAMA_LEGACY_EMBEDDINGS, None, "", _OLLAMA),
+    _from_declaration(declared.OLLAMA_OPENAI_EMBEDDINGS, None, "", _OLLAMA),
+)
+"""Every endpoint declared after the first five vendors: bodies from its declaration."""
+
+WIRES = (*ENDPOINTS, *DECLARED)
+"""Every endpoint the transport is fuzzed on."""
+PROVIDED = tuple(endpoint for endpoint in WIRES if endpoint.cls is not None)
+"""Every endpoint a provider class calls."""
+REPORTING = tuple(
+    endpoint
+    for endpoint in PROVIDED
+    if endpoint.usage_paths
+    or (endpoint.declaration is not None and endpoint.declaration.tokens_each_at)
+)
+IDS = [endpoint.label for endpoint in PROVIDED]
 
 
 def fuzz_settings(default_examples: int) -> settings:
@@ -291,7 +406,8 @@ TAILS = st.text(st.characters(exclude_categories=["Cs"]), max_size=6)
 
 @st.composite
 def call_specs(draw: st.DrawFn, endpoint: Endpoint, chunking: bool = True) -> CallSpec:
-    count = draw(st.integers(1, 3))
+    single = endpoint.declaration is not None and endpoint.declaration.single_input
+    count = 1 if single else draw(st.integers(1, 3))
     texts = tuple(f"{INPUT_SENTINEL} {n} {draw(TAILS)}" for n in range(count))
     chunk = draw(st.sampled_from((None, 1, 2))) if chunking and endpoint.chunkable else None
     if endpoint.operation == "rerank":
@@ -301,7 +417,9 @@ def call_specs(draw: st.DrawFn, endpoint: Endpoint, chunking: bool = True) -> Ca
             top_k=draw(st.none() | st.integers(1, 4)),
             return_documents=draw(st.booleans()),
         )
-    typed = endpoint.vendor in ("cohere", "jina", "voyage")
+    typed = endpoint.vendor in ("cohere", "jina", "voyage") or endpoint.vendor.startswith(
+        ("gemini", "vertex")
+    )
     return CallSpec(
         texts,
         chunk_size=chunk,
@@ -313,9 +431,236 @@ def call_specs(draw: st.DrawFn, endpoint: Endpoint, chunking: bool = True) -> Ca
 def valid_body(
     endpoint: Endpoint, spec: CallSpec, size: int, at_least_one: bool = False
 ) -> st.SearchStrategy[object]:
+    if endpoint.declaration is not None:
+        return declared_body(endpoint.declaration, spec, size, at_least_one)
     if endpoint.operation == "embeddings":
         return embed_body(endpoint.vendor, size, spec.width)
     return rerank_body(endpoint.vendor, size, spec.top_k, spec.return_documents, at_least_one)
+
+
+# --------------------------------------------------------------------------- declared bodies
+
+
+def _with_figures(
+    declaration: declared.Endpoint,
+    tree: object,
+    tokens: int,
+    units: int,
+    ident: str,
+    model: str,
+) -> object:
+    """``tree`` with its figures where the declaration keeps them, and the body sentinel in an
+    unknown key (at the root and on each item)."""
+    if type(tree) is not dict:
+        return tree
+    for path, value in (
+        (declaration.tokens_at, tokens),
+        (declaration.units_at, units),
+        (declaration.id_at, ident),
+        (declaration.model_at, model),
+    ):
+        if path:
+            put(tree, path, value)
+    for item in declared_items(declaration, tree):
+        if declaration.tokens_each_at is not None:
+            put(item, declaration.tokens_each_at, tokens)
+        item["x_fuzz_note"] = BODY_SENTINEL
+    tree["x_fuzz_note"] = BODY_SENTINEL
+    return tree
+
+
+def declared_items(declaration: declared.Endpoint, tree: object) -> list[dict[str, Any]]:
+    """The objects of an items layout (``embeddings[]``, ``predictions[]``)."""
+    if declaration.vectors is not VectorLayout.ITEMS:
+        return []
+    node = _dig(tree, declaration.vectors_at)
+    return [item for item in node if type(item) is dict] if type(node) is list else []
+
+
+def _result(
+    declaration: declared.Endpoint, index: int, score: float | int, documents: bool
+) -> dict[str, Any]:
+    named: object = str(index) if declaration.result_ids_at is not None else index
+    entry: dict[str, Any] = {declaration.result_index_key: named, declaration.score_key: score}
+    if documents and declaration.document_key is not None:
+        entry[declaration.document_key] = f"{BODY_SENTINEL} doc {index}"
+    return entry
+
+
+def declared_sound(
+    declaration: declared.Endpoint, count: int, width: int = 3, documents: bool = True
+) -> object:
+    """A fixed valid answer of the declaration's shape (every result, scores descending)."""
+    tree: object
+    if declaration.operation == "embeddings":
+        rows = [[index + 0.5] + [0.25] * (width - 1) for index in range(count)]
+        tree = embedding_payload(declaration, rows, None)
+    else:
+        entries = [_result(declaration, i, 0.9 - i / 10, documents) for i in range(count)]
+        tree = results_payload(declaration, entries)
+    return _with_figures(declaration, tree, 7, 1, "emb-1", "model-echo")
+
+
+@st.composite
+def declared_body(
+    draw: st.DrawFn,
+    declaration: declared.Endpoint,
+    spec: CallSpec,
+    size: int,
+    at_least_one: bool = False,
+) -> object:
+    """A sound answer of the declaration's shape for a request of ``size`` items."""
+    tree: object
+    if declaration.operation == "embeddings":
+        rows = [[draw(VECTOR_VALUES) for _ in range(spec.width)] for _ in range(size)]
+        order = draw(st.permutations(range(size)))
+        tree = embedding_payload(declaration, rows, order, bare=draw(st.booleans()))
+    else:
+        capped = spec.top_k is not None and not declaration.client_side_top_k
+        limit = min(spec.top_k or size, size) if capped else size
+        chosen = draw(st.permutations(range(size)))[: draw(st.integers(int(at_least_one), limit))]
+        entries = [
+            _result(declaration, index, draw(SCORES), spec.return_documents) for index in chosen
+        ]
+        if draw(st.booleans()):
+            entries.sort(key=lambda entry: -entry[declaration.score_key])
+        tree = results_payload(declaration, entries)
+    return _with_figures(
+        declaration, tree, draw(FIGURES), draw(FIGURES), draw(FUZZ_IDS), draw(FUZZ_IDS)
+    )
+
+
+FUZZ_IDS = st.text("abcdef0123456789-_", min_size=1, max_size=12)
+
+
+def declared_vector_paths(declaration: declared.Endpoint, tree: object) -> list[JsonPath]:
+    """Paths of every number inside the vectors of a declared embeddings answer (and of each
+    base64 vector)."""
+    layout = declaration.vectors
+    vectors: list[JsonPath] = []
+    if layout is VectorLayout.BY_INDEX:
+        data = _dig(tree, ("data",))
+        vectors = [("data", i, "embedding") for i in range(len(data))] if type(data) is list else []
+    elif layout is VectorLayout.SINGLE:
+        vectors = [declaration.vectors_at]
+    else:
+        base: JsonPath = declaration.vectors_at
+        if layout in (VectorLayout.BY_TYPE, VectorLayout.FLOATS_OR_BY_TYPE):
+            bare = type(_dig(tree, ("embeddings",))) is list
+            base = ("embeddings",) if bare else ("embeddings", "float")
+        rows = _dig(tree, base)
+        inner = declaration.vector_in if layout is VectorLayout.ITEMS else ()
+        vectors = [(*base, i, *inner) for i in range(len(rows))] if type(rows) is list else []
+    found: list[JsonPath] = []
+    for path in vectors:
+        vector = _dig(tree, path)
+        if type(vector) is list:
+            found.extend((*path, j) for j in range(len(vector)))
+        elif type(vector) is str:
+            found.append(path)
+    return found
+
+
+def declared_score_paths(declaration: declared.Endpoint, tree: object) -> list[JsonPath]:
+    results = _dig(tree, declaration.results_at)
+    if type(results) is not list:
+        return []
+    return [(*declaration.results_at, i, declaration.score_key) for i in range(len(results))]
+
+
+def vectors_or_scores(endpoint: Endpoint, tree: object) -> list[JsonPath]:
+    """Where a corruption goes: the vector values (embeddings) or the scores (rerank)."""
+    operation = endpoint.operation
+    if endpoint.declaration is not None:
+        if operation == "embeddings":
+            return declared_vector_paths(endpoint.declaration, tree)
+        return declared_score_paths(endpoint.declaration, tree)
+    if operation == "embeddings":
+        return vector_paths(endpoint.vendor, tree)
+    return score_paths(endpoint.vendor, tree)
+
+
+def sound_body(endpoint: Endpoint, count: int, width: int = 3, documents: bool = True) -> object:
+    if endpoint.declaration is not None:
+        return declared_sound(endpoint.declaration, count, width, documents)
+    return sound_tree(endpoint.vendor, endpoint.operation, count, width, documents)
+
+
+@st.composite
+def corrupted_body(draw: st.DrawFn, endpoint: Endpoint, tree: object) -> tuple[object, str]:
+    """``tree`` with one vector value or score made non-finite or out of float range."""
+    if endpoint.declaration is None:
+        return draw(corrupted(endpoint.vendor, endpoint.operation, tree))
+    path = draw(st.sampled_from(vectors_or_scores(endpoint, tree)))
+    old = _dig(tree, path)
+    if isinstance(old, str):  # a base64 float32 vector: a NaN or an infinity inside
+        width = max(1, len(base64.b64decode(old)) // 4)
+        values = [0.5] * width
+        values[draw(st.integers(0, width - 1))] = draw(
+            st.sampled_from((math.nan, math.inf, -math.inf))
+        )
+        return replaced(tree, path, lambda _: float32_base64(values)), f"base64 at {path}"
+    token = draw(st.sampled_from(NON_FINITE))
+    return replaced(tree, path, lambda _: token), f"{token!r} at {path}"
+
+
+HEADER_GARBAGE: tuple[bytes, ...] = (
+    b"12abc",
+    b"",
+    b"-1",
+    b"1.5",
+    b"1e999",
+    b"0x10",
+    b"9223372036854775808",
+    b"99999999999999999999",
+    b"1" + b"0" * 5_000,
+    b"\xef\xbc\x93",
+    BODY_SENTINEL.encode(),
+)
+"""Token-count header text no bill can hold (a full-width digit among it)."""
+ERROR_CODES: tuple[bytes, ...] = (
+    b"ThrottlingException",
+    b"ThrottlingException:http://internal.amazon.com/coral/com.amazonaws.bedrock/",
+    b"ModelNotReadyException",
+    b"ValidationException",
+    b"AccessDeniedException",
+    b"NoSuchException",
+    b"",
+    b":",
+    b"X" + BODY_SENTINEL.encode(),
+)
+
+
+@st.composite
+def declared_headers(draw: st.DrawFn, endpoint: Endpoint, reply: WireReply) -> WireReply:
+    """``reply`` with the endpoint's own headers: a token count (sound, garbage or the
+    sentinel) where the declaration reads one, a vendor error code where it reads one."""
+    declaration = endpoint.declaration
+    if declaration is None:
+        return reply
+    extra: list[tuple[bytes, bytes]] = []
+    if declaration.tokens_header is not None and draw(st.integers(0, 2)):
+        value = draw(
+            st.sampled_from(HEADER_GARBAGE) | FIGURES.map(lambda n: str(n).encode("ascii"))
+        )
+        extra.append((declaration.tokens_header.title().encode("ascii"), value))
+    if declaration.error_code_header is not None and draw(st.booleans()):
+        extra.append((b"X-Amzn-ErrorType", draw(st.sampled_from(ERROR_CODES))))
+    if not extra:
+        return reply
+    note = "; ".join(f"{name.decode()}: {value[:24]!r}" for name, value in extra)
+    return dataclasses.replace(
+        reply,
+        headers=(*reply.headers, *extra),
+        note=f"{reply.note}; {note}" if reply.note else note,
+    )
+
+
+@st.composite
+def endpoint_reply(draw: st.DrawFn, endpoint: Endpoint, spec: CallSpec, size: int) -> WireReply:
+    """A hostile reply grown from the endpoint's valid body, with its own headers."""
+    reply = draw(hostile_reply(valid_body(endpoint, spec, size), endpoint.vendor))
+    return draw(declared_headers(endpoint, reply))
 
 
 class Harness:
@@ -355,10 +700,13 @@ class Harness:
             "async_http_client": self.aclient,
             "recorder": recorder,
         }
-        if origin is not None or endpoint.vendor == "tei":
-            options["base_url"] = origin or TEI_ORIGIN
+        if origin is not None or endpoint.vendor == "tei" or endpoint.declaration is not None:
+            options["base_url"] = origin or (
+                TEI_ORIGIN if endpoint.declaration is None else endpoint.origin
+            )
         if spec.chunk_size is not None:
             options["chunk_size"] = spec.chunk_size
+        assert endpoint.cls is not None
         return endpoint.cls(endpoint.model, **options)
 
     def invoke(self, provider: EmbeddingProvider | RerankProvider, spec: CallSpec) -> object:
@@ -394,7 +742,9 @@ class Harness:
 
 def method_name(endpoint: Endpoint, mode: str) -> str:
     name = "embed" if endpoint.operation == "embeddings" else "rerank"
-    return f"{endpoint.cls.__name__}.{'a' if mode == 'async' else ''}{name} ({mode})"
+    cls = endpoint.cls
+    named = getattr(cls, "__name__", None) or getattr(getattr(cls, "func", None), "__name__", "?")
+    return f"{named}.{'a' if mode == 'async' else ''}{name} ({mode})"
 
 
 def provider_repro(
@@ -435,27 +785,48 @@ def oversized_findings(
         return []
     kinds: list[str] = []
     figure = getattr(result.usage, endpoint.figure) if result.usage is not None else None
-    if any(value > INT64_MAX for value in planted) and figure is not None:
+    raws = [result.raw] if len(planted) == 1 else result.raw
+    if not isinstance(raws, list) or len(raws) != len(planted):
+        return [*kinds, "oversized usage: raw does not hold one body per request"]
+    # a figure on each item is summed: a request reports its items' total
+    totals = [
+        value * max(1, len(usage_paths_in(endpoint, raw)))
+        for raw, value in zip(raws, planted, strict=True)
+    ]
+    if any(total > INT64_MAX for total in totals) and figure is not None:
         kinds.append(f"oversized usage: a figure above 2**63-1 reported as {endpoint.figure}")
+    if sum(totals) > INT64_MAX and figure is not None:
+        kinds.append(f"oversized usage: a sum above 2**63-1 reported as {endpoint.figure}")
     if len(run.events) == 1:
         event_usage = getattr(run.events[0], "usage", None)
         if event_usage != result.usage:
             kinds.append("oversized usage: the event's usage differs from the response's")
-    raws = [result.raw] if len(planted) == 1 else result.raw
-    if not isinstance(raws, list) or len(raws) != len(planted):
-        return [*kinds, "oversized usage: raw does not hold one body per request"]
     for raw, value in zip(raws, planted, strict=True):
-        for path in endpoint.usage_paths:
+        for path in usage_paths_in(endpoint, raw):
             kept = _dig(raw, path)
             if type(kept) is not int or kept != value:
                 kinds.append("oversized usage: raw does not keep the figure verbatim")
     return kinds
 
 
+def usage_paths_in(endpoint: Endpoint, tree: object) -> list[JsonPath]:
+    """Where ``tree`` carries its usage figures: the endpoint's paths, and each item's where
+    the declaration puts a figure on every item."""
+    paths = list(endpoint.usage_paths)
+    declaration = endpoint.declaration
+    if declaration is not None and declaration.tokens_each_at is not None:
+        items = _dig(tree, declaration.vectors_at)
+        if type(items) is list:
+            each = declaration.tokens_each_at
+            paths += [(*declaration.vectors_at, i, *each) for i in range(len(items))]
+    return paths
+
+
 def _dig(node: object, path: JsonPath) -> object:
     for step in path:
-        if isinstance(node, dict) and step in node:
-            node = node[step]
+        found = isinstance(node, dict) and step in node
+        if found or (isinstance(node, list) and type(step) is int and 0 <= step < len(node)):
+            node = node[step]  # type: ignore[index]
         else:
             return None
     return node
@@ -474,10 +845,7 @@ class ProviderCase:
 @st.composite
 def hostile_cases(draw: st.DrawFn, endpoint: Endpoint) -> ProviderCase:
     spec = draw(call_specs(endpoint))
-    replies = tuple(
-        draw(hostile_reply(valid_body(endpoint, spec, size), endpoint.vendor))
-        for size in spec.batches
-    )
+    replies = tuple(draw(endpoint_reply(endpoint, spec, size)) for size in spec.batches)
     return ProviderCase(spec, replies)
 
 
@@ -490,7 +858,7 @@ def corrupt_cases(draw: st.DrawFn, endpoint: Endpoint) -> ProviderCase:
         tree = draw(valid_body(endpoint, spec, size, at_least_one=True))
         note = "valid"
         if position == bad:
-            tree, note = draw(corrupted(endpoint.vendor, endpoint.operation, tree))
+            tree, note = draw(corrupted_body(endpoint, tree))
         replies.append(plain_reply(tree, note))
     return ProviderCase(spec, tuple(replies))
 
@@ -513,7 +881,7 @@ def oversized_cases(draw: st.DrawFn, endpoint: Endpoint) -> ProviderCase:
             value = draw(st.sampled_from(HUGE_FIGURES))
         else:
             value = draw(st.integers(0, 1000))
-        for path in endpoint.usage_paths:
+        for path in usage_paths_in(endpoint, tree):
             tree = replaced(tree, path, lambda _, v=value: v)  # type: ignore[misc]
         planted.append(value)
         replies.append(plain_reply(tree, f"usage figure {value}"))
@@ -561,14 +929,14 @@ def run_provider_fuzz(
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=IDS)
+@pytest.mark.parametrize("endpoint", PROVIDED, ids=IDS)
 def test_provider_wire_fuzz(endpoint: Endpoint, mode: str, tmp_path: Path) -> None:
     """Mutated bodies, statuses, headers and codings: the contract holds for every call."""
     run_provider_fuzz(endpoint, mode, tmp_path, "wire fuzz", hostile_cases(endpoint), 160)
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=IDS)
+@pytest.mark.parametrize("endpoint", PROVIDED, ids=IDS)
 def test_corruption_fails_loudly(endpoint: Endpoint, mode: str, tmp_path: Path) -> None:
     """A valid 2xx body with one NaN / +-Infinity / 1e999 / 10**400 in a vector or score."""
     run_provider_fuzz(
@@ -616,7 +984,8 @@ JSON_TYPE = ((b"content-type", b"application/json"),)
 def seeds(endpoint: Endpoint, spec: CallSpec) -> list[Seed]:
     vendor, operation = endpoint.vendor, endpoint.operation
     count = len(spec.texts)
-    tree = sound_tree(vendor, operation, count, spec.width, spec.return_documents)
+    tree = sound_body(endpoint, count, spec.width, spec.return_documents)
+    declaration = endpoint.declaration
 
     def body(raw: bytes, status: int = 200, headers: Any = JSON_TYPE) -> WireReply:
         return WireReply(status, tuple(headers), raw)
@@ -684,12 +1053,13 @@ def seeds(endpoint: Endpoint, spec: CallSpec) -> list[Seed]:
                 body(edit(("x_fuzz_note",), Raw(b'"\xed\xa0\x80"'))),
             )
         )
-    paths = vector_paths(vendor, tree) if operation == "embeddings" else score_paths(vendor, tree)
+    paths = vectors_or_scores(endpoint, tree)
     first = paths[0]
     for token in NON_FINITE:
         out.append(Seed(f"{token!r} at {first}", body(edit(first, token)), "corrupt"))
     out.append(Seed(f"[ x100000 ] x100000 at {first}", body(edit(first, DEEP_ARRAYS))))
-    if operation == "embeddings" and vendor not in ("cohere", "tei"):
+    by_index = declaration is None or declaration.vectors is VectorLayout.BY_INDEX
+    if operation == "embeddings" and vendor not in ("cohere", "tei") and by_index:
         b64_path = first[:3]
         for bad in (float("nan"), float("inf")):
             out.append(
@@ -699,7 +1069,9 @@ def seeds(endpoint: Endpoint, spec: CallSpec) -> list[Seed]:
                     "corrupt",
                 )
             )
-    if operation == "rerank" and spec.return_documents and vendor != "cohere":
+    if declaration is not None:
+        out += declared_seeds(declaration, tree, body)
+    elif operation == "rerank" and spec.return_documents and vendor != "cohere":
         echo = (*first[:-1], "text" if vendor == "tei" else "document")
         out.append(Seed("document echo is a lone surrogate", body(edit(echo, "\ud800"))))
     for figure in HUGE_FIGURES:
@@ -713,12 +1085,45 @@ def seeds(endpoint: Endpoint, spec: CallSpec) -> list[Seed]:
     return out
 
 
+def declared_seeds(
+    declaration: declared.Endpoint, tree: object, body: Callable[..., WireReply]
+) -> list[Seed]:
+    """Seeds of a declared endpoint's own rules: a lone surrogate as the document echo, a
+    figure header of every kind (a sound body beside it), a vendor error code on a 4xx."""
+    out: list[Seed] = []
+    results = _dig(tree, declaration.results_at) if declaration.operation == "rerank" else None
+    if declaration.document_key is not None and type(results) is list and results:
+        echo: JsonPath = (*declaration.results_at, 0, declaration.document_key)
+        lone = encode(replaced(tree, echo, lambda _: "\ud800"))
+        out.append(Seed("document echo is a lone surrogate", body(lone)))
+    if declaration.tokens_header is not None:
+        name = declaration.tokens_header.encode("ascii")
+        bare = tree
+        if declaration.tokens_at is not None and type(tree) is dict:
+            bare = replaced(tree, declaration.tokens_at, None)
+        for value in (b"7", *HEADER_GARBAGE):
+            reply = body(encode(bare), headers=(*JSON_TYPE, (name, value)))
+            out.append(Seed(f"token header {value[:24]!r}", reply, "sound"))
+    if declaration.error_code_header is not None:
+        for code in ERROR_CODES:
+            headers = (*JSON_TYPE, (b"x-amzn-errortype", code))
+            error = encode({"message": f"no: {BODY_SENTINEL}"})
+            out.append(Seed(f"400 coded {code[:24]!r}", body(error, 400, headers)))
+    return out
+
+
+def seed_spec(endpoint: Endpoint) -> CallSpec:
+    """The seed corpus's call: two inputs, one where the endpoint takes one."""
+    single = endpoint.declaration is not None and endpoint.declaration.single_input
+    return CallSpec(tuple(f"{INPUT_SENTINEL} {n}" for n in range(1 if single else 2)))
+
+
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=IDS)
+@pytest.mark.parametrize("endpoint", PROVIDED, ids=IDS)
 def test_seed_corpus(endpoint: Endpoint, mode: str, tmp_path: Path) -> None:
     """Named hostile replies (the issue's repros among them), every class, sync and async."""
     tally = Tally(f"seed corpus {endpoint.label} {mode}")
-    spec = CallSpec(tuple(f"{INPUT_SENTINEL} {n}" for n in range(2)))
+    spec = seed_spec(endpoint)
     wire = MockWire()
     harness = Harness(tmp_path, mode, wire.transport)
     try:
@@ -750,15 +1155,15 @@ def test_seed_corpus(endpoint: Endpoint, mode: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=IDS)
+@pytest.mark.parametrize("endpoint", PROVIDED, ids=IDS)
 def test_provider_over_hostile_framing(
     endpoint: Endpoint, mode: str, raw_server: RawServer, tmp_path: Path
 ) -> None:
     """Illegal chunk headers, truncated chunked bodies, resets and short bodies over a real
     socket: the contract holds, and a well-formed answer still succeeds."""
     tally = Tally(f"raw framing {endpoint.label} {mode}")
-    spec = CallSpec(tuple(f"{INPUT_SENTINEL} {n}" for n in range(2)))
-    body = encode(sound_tree(endpoint.vendor, endpoint.operation, 2, spec.width))
+    spec = seed_spec(endpoint)
+    body = encode(sound_body(endpoint, len(spec.texts), spec.width))
     harness = Harness(tmp_path, mode, None)
     try:
         for script in raw_scripts(body):
@@ -789,9 +1194,14 @@ REQUEST_HEADERS = {"content-type": "application/json", "authorization": f"Bearer
 
 
 def request_json(endpoint: Endpoint, spec: CallSpec) -> dict[str, Any]:
-    """The vendor's own request for ``spec``, as a user's httpx code would send it."""
+    """The vendor's own request for ``spec``, as a user's httpx code would send it (for a
+    declared endpoint: as its declaration describes it)."""
     texts = list(spec.texts)
     vendor = endpoint.vendor
+    if endpoint.declaration is not None:
+        call = DeclaredCall(endpoint.declaration, spec.texts, QUERY, spec.top_k)
+        sent: dict[str, Any] = json.loads(declared_request(endpoint.declaration, call)[1])
+        return sent
     model = {"model": endpoint.model}
     if endpoint.operation == "embeddings":
         if vendor == "openai":
@@ -839,8 +1249,8 @@ class TransportCase:
 
 
 @st.composite
-def transport_cases(draw: st.DrawFn) -> TransportCase:
-    endpoint = draw(st.sampled_from(ENDPOINTS))
+def transport_cases(draw: st.DrawFn, wires: tuple[Endpoint, ...]) -> TransportCase:
+    endpoint = draw(st.sampled_from(wires))
     spec = draw(call_specs(endpoint, chunking=False))
     origin = draw(st.sampled_from((endpoint.origin, INTERNAL_ORIGIN)))
     content = json.dumps(request_json(endpoint, spec)).encode()
@@ -864,7 +1274,7 @@ def transport_cases(draw: st.DrawFn) -> TransportCase:
         content = b"not json " + INPUT_SENTINEL.encode()
     elif variant == "body a JSON array":
         content = json.dumps([INPUT_SENTINEL]).encode()
-    reply = draw(hostile_reply(valid_body(endpoint, spec, len(spec.texts)), endpoint.vendor))
+    reply = draw(endpoint_reply(endpoint, spec, len(spec.texts)))
     streamed = draw(st.integers(0, 3)) == 0
     recognised = variant == "vendor call"
     return TransportCase(
@@ -1103,16 +1513,22 @@ class TransportHarness:
         return kinds
 
 
+WIRE_GROUPS = {"first-five-vendors": ENDPOINTS, "declared": DECLARED}
+"""The transport fuzz's endpoints, in two groups of one budget each (so the later endpoints
+do not thin out the first ones' cases)."""
+
+
+@pytest.mark.parametrize("group", list(WIRE_GROUPS))
 @pytest.mark.parametrize("mode", MODES)
-def test_transport_wire_fuzz(mode: str, tmp_path: Path) -> None:
+def test_transport_wire_fuzz(mode: str, group: str, tmp_path: Path) -> None:
     """The recording transport over hostile replies, every endpoint, sync and async."""
-    tally = Tally(f"transport fuzz {mode}")
+    tally = Tally(f"transport fuzz {group} {mode}")
     wire = MockWire()
     harness = TransportHarness(tmp_path, mode, wire)
     try:
 
         @fuzz_settings(600)
-        @given(case=transport_cases())
+        @given(case=transport_cases(WIRE_GROUPS[group]))
         def run(case: TransportCase) -> None:
             kinds = harness.run(
                 case.endpoint,
@@ -1138,10 +1554,10 @@ def test_transport_over_hostile_framing(mode: str, raw_server: RawServer, tmp_pa
     tally = Tally(f"transport raw framing {mode}")
     harness = TransportHarness(tmp_path, mode, None)
     try:
-        for endpoint in ENDPOINTS:
-            spec = CallSpec(tuple(f"{INPUT_SENTINEL} {n}" for n in range(2)))
+        for endpoint in WIRES:
+            spec = seed_spec(endpoint)
             content = json.dumps(request_json(endpoint, spec)).encode()
-            body = encode(sound_tree(endpoint.vendor, endpoint.operation, 2, spec.width))
+            body = encode(sound_body(endpoint, len(spec.texts), spec.width))
             url = raw_server.origin + endpoint.route
             for script in raw_scripts(body):
 
@@ -1170,8 +1586,8 @@ def test_transport_seed_corpus(mode: str, tmp_path: Path) -> None:
     wire = MockWire()
     harness = TransportHarness(tmp_path, mode, wire)
     try:
-        for endpoint in ENDPOINTS:
-            spec = CallSpec(tuple(f"{INPUT_SENTINEL} {n}" for n in range(2)))
+        for endpoint in WIRES:
+            spec = seed_spec(endpoint)
             content = json.dumps(request_json(endpoint, spec)).encode()
             for origin in (endpoint.origin, INTERNAL_ORIGIN):
                 url = origin + endpoint.route
