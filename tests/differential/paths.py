@@ -471,7 +471,10 @@ class Rig:
         def run() -> None:
             if case.endpoint.operation == "embeddings":
                 with spanledger.record_embedding(
-                    provider=provider, model=model, inputs=list(call.items)
+                    provider=provider,
+                    model=model,
+                    inputs=list(call.items),
+                    endpoint=case.endpoint.name,
                 ) as embedding:
                     embedding.succeeded(raw=case.reply.body, headers=dict(case.reply.headers))
             else:
@@ -482,6 +485,7 @@ class Rig:
                     documents=list(call.items),
                     top_k=call.top_k,
                     document_ids=list(ids) if ids is not None else None,
+                    endpoint=case.endpoint.name,
                 ) as rerank:
                     rerank.succeeded(raw=case.reply.body)
 

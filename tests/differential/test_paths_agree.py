@@ -51,7 +51,6 @@ from spanledger.wire.endpoints import (
     ENDPOINTS,
     SDK_ONLY_ENDPOINTS,
     Endpoint,
-    endpoint_for,
 )
 from tests.differential.bodies import (
     JSON_TYPE,
@@ -70,7 +69,6 @@ from tests.differential.paths import (
     Key,
     Rig,
     Seen,
-    call_model,
     error_carriers,
     has_provider,
     path_names,
@@ -264,37 +262,6 @@ def _cut_client_side(case: Case, diff: Difference) -> bool:
     )
 
 
-_READ_BY = (
-    "vectors",
-    "vectors_at",
-    "vector_in",
-    "tokens_at",
-    "tokens_each_at",
-    "tokens_header",
-    "units_at",
-    "id_at",
-    "model_at",
-    "results_at",
-    "score_key",
-    "document_key",
-    "result_index_key",
-    "result_ids_at",
-    "client_side_top_k",
-)
-"""The declaration fields a response is read by."""
-
-
-def _manual_reads_another(case: Case, diff: Difference) -> bool:
-    """``record_*`` names a vendor and a model, and reads the body by the endpoint those pick
-    (``endpoint_for``): not ``case``'s, where the vendor has several and the model's name does
-    not tell them apart, and that other one reads a response otherwise."""
-    endpoint = case.endpoint
-    chosen = endpoint_for(endpoint.vendor, endpoint.operation, call_model(case.call))
-    if chosen is None or chosen is endpoint:
-        return False
-    return any(getattr(chosen, name) != getattr(endpoint, name) for name in _READ_BY)
-
-
 @dataclass(frozen=True)
 class Known:
     """A divergence found and reported: the fuzz counts it instead of failing on it, and its
@@ -335,20 +302,6 @@ KNOWN = [
         certain_bug=False,
         reason="TEI has no top_k on the wire: the provider (and record_rerank(top_k=...)) cut "
         "results to top_k and count what the caller keeps; the transport cannot know top_k",
-    ),
-    Known(
-        "manual: record_* reads a body by its vendor's default endpoint, not the one answered",
-        frozenset({"manual"}),
-        None,
-        _manual_reads_another,
-        certain_bug=False,
-        reason="record_embedding(provider=..., model=...) picks the declaration by vendor and "
-        "model prefix only (endpoint_for): Cohere v1's /v1/embed is read as v2, Gemini's and "
-        "Vertex's :embedContent as batchEmbedContents / :predict, Ollama's /api/embeddings and "
-        "/v1/embeddings as /api/embed; a Bedrock Rerank (Agent Runtime) of a Cohere model ARN "
-        "as Cohere-on-InvokeModel. A sound body of the endpoint is then recorded as "
-        "embedding_failed / rerank_failed (or its figures are missed); nothing in record_* "
-        "names the route",
     ),
 ]
 
@@ -1118,14 +1071,6 @@ KNOWN_CASES: dict[str, Regression] = {
         2,
         ok([{"index": i, "score": 0.9 - i / 10} for i in range(3)]),
         {"kind": "rerank"},
-    ),
-    KNOWN[2].name: Regression(
-        "ollama legacy, manual",
-        "ollama-legacy-embeddings",
-        1,
-        None,
-        ok({"embedding": [0.5, 0.25]}),
-        {"kind": "embedding"},
     ),
 }
 

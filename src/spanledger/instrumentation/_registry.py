@@ -290,8 +290,9 @@ def instrument(
     With no client, the process-wide switch: every client of the named SDKs (``"openai"``,
     ``"cohere"``, ``"voyageai"``, ``"botocore"``, ``"google.genai"``, ``"mistralai"``,
     ``"ollama"``, ``"vertexai"``; default: each of them that is installed, imported now)
-    records, clients made before the switch and after it (Bedrock: clients made after it). An SDK version the tests do not cover is
-    refused with a ``RuntimeError`` naming it and the range, before anything changes.
+    records, clients made before the switch and after it (Bedrock: clients made after it).
+    An SDK version the tests do not cover is refused with a ``RuntimeError`` naming it and
+    the range, before anything changes.
     ``uninstrument()`` with no client switches it off. Both modes together record a call once.
 
     ``http=True`` also records the vendors' embedding and rerank requests that other code sends

@@ -45,7 +45,14 @@ from spanledger.recording.facts import (
     text_or_none,
 )
 from spanledger.recording.reported import answered_badly, reported
-from spanledger.wire.endpoints import Operation, Vendor, bedrock_model, endpoint_for
+from spanledger.wire.endpoints import (
+    Endpoint,
+    Operation,
+    Vendor,
+    bedrock_model,
+    endpoint_for,
+    endpoint_named,
+)
 from spanledger.wire.http import parse_json
 from spanledger.wire.read import malformed, rerank_usage
 
@@ -63,9 +70,12 @@ _NO_OUTCOME = ProviderError(
 class _Record:
     """One block: entered once, ended by exactly one outcome."""
 
-    def __init__(self, facts: CallFacts, recorder: Recorder | None) -> None:
+    def __init__(
+        self, facts: CallFacts, recorder: Recorder | None, endpoint: Endpoint | None = None
+    ) -> None:
         self._facts = facts
         self._recorder = recorder
+        self._endpoint = endpoint or endpoint_for(facts.provider, facts.operation, facts.model)
         self._recording: Recording | None = None
         self._entered = False
         self._ended = False
@@ -170,7 +180,7 @@ class _Record:
         figure in one) by the vendor endpoint's rules (nothing for an unknown vendor), or the
         error a body the endpoint does not answer stands for."""
         facts = self._facts
-        endpoint = endpoint_for(facts.provider, facts.operation, facts.model)
+        endpoint = self._endpoint
         if raw is None or endpoint is None:
             return Figures()
         text = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
@@ -247,7 +257,7 @@ class RerankRecord(_Record):
         count = _count(results)
         if count is None:
             count = result_count if type(result_count) is int and result_count >= 0 else None
-        known = endpoint_for(self._facts.provider, "rerank", self._facts.model) is not None
+        known = self._endpoint is not None
         if count is None and (raw is None or not known):
             raise TypeError(
                 "succeeded() needs results, result_count or a known vendor's raw body to count"
@@ -291,9 +301,13 @@ def record_embedding(
     server_port: int | None = None,
     extras: Mapping[str, Any] | None = None,
     recorder: Recorder | None = None,
+    endpoint: str | None = None,
 ) -> EmbeddingRecord:
-    """A block recording one embedding call (``recorder``: the current one when ``None``)."""
+    """A block recording one embedding call (``recorder``: the current one when ``None``).
+    ``endpoint``: the declaration a ``raw`` body answers, by name (``ollama-legacy-embeddings``),
+    where the vendor has several; by default the one its model names, else the vendor's own."""
     provider, model = _checked_identity(provider, model)
+    declared = _declared(endpoint, provider, "embeddings")
     facts = embedding_facts(
         provider=provider,
         model=model,
@@ -303,9 +317,9 @@ def record_embedding(
         extras=extras,
         server_address=text_or_none(server_address),
         server_port=positive_int(server_port),
-        billing=_billing(provider, "embeddings", model),
+        billing=_billing(declared, provider, "embeddings", model),
     )
-    return EmbeddingRecord(facts, recorder)
+    return EmbeddingRecord(facts, recorder, declared)
 
 
 def record_rerank(
@@ -321,11 +335,13 @@ def record_rerank(
     extras: Mapping[str, Any] | None = None,
     recorder: Recorder | None = None,
     document_ids: Sequence[str] | None = None,
+    endpoint: str | None = None,
 ) -> RerankRecord:
     """A block recording one rerank call (``recorder``: the current one when ``None``).
     ``document_ids``: the id the request gave each document, for a vendor whose results name
-    documents by id (Vertex AI's ranking API)."""
+    documents by id (Vertex AI's ranking API); ``endpoint`` as for ``record_embedding``."""
     provider, model = _checked_identity(provider, model)
+    declared = _declared(endpoint, provider, "rerank")
     facts = rerank_facts(
         provider=provider,
         model=model,
@@ -336,11 +352,11 @@ def record_rerank(
         extras=extras,
         server_address=text_or_none(server_address),
         server_port=positive_int(server_port),
-        billing=_billing(provider, "rerank", model),
+        billing=_billing(declared, provider, "rerank", model),
     )
     if document_ids is not None:
         facts.document_ids = list(document_ids)
-    return RerankRecord(facts, recorder)
+    return RerankRecord(facts, recorder, declared)
 
 
 def _header_map(headers: object) -> Mapping[str, str] | None:
@@ -353,8 +369,25 @@ def _header_map(headers: object) -> Mapping[str, str] | None:
         return None
 
 
-def _billing(provider: str, operation: Operation, model: str) -> str | None:
-    endpoint = endpoint_for(provider, operation, model)
+def _declared(name: object, provider: str, operation: Operation) -> Endpoint | None:
+    """The declaration the caller named, checked to be the provider's, of this operation."""
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        raise TypeError("endpoint must be a declared endpoint's name")
+    endpoint = endpoint_named(name)
+    if endpoint.provider != provider or endpoint.operation != operation:
+        raise ValueError(
+            f"endpoint {name!r} is {endpoint.provider}'s {endpoint.operation}, "
+            f"not {provider}'s {operation}"
+        )
+    return endpoint
+
+
+def _billing(
+    declared: Endpoint | None, provider: str, operation: Operation, model: str
+) -> str | None:
+    endpoint = declared or endpoint_for(provider, operation, model)
     return endpoint.billing if endpoint is not None else None
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "VectorLayout",
     "Vendor",
     "endpoint_for",
+    "endpoint_named",
 ]
 
 Operation = Literal["embeddings", "rerank"]
@@ -756,6 +757,16 @@ def endpoint_for(vendor: object, operation: Operation, model: object = None) -> 
             if endpoint.model_prefixes and base.startswith(endpoint.model_prefixes):
                 return endpoint
     return candidates[0] if candidates else None
+
+
+def endpoint_named(name: str) -> Endpoint:
+    """The declaration called ``name`` (``ollama-legacy-embeddings``); an unknown name is
+    refused with the names there are."""
+    for endpoint in ALL_ENDPOINTS:
+        if endpoint.name == name:
+            return endpoint
+    known = ", ".join(sorted(endpoint.name for endpoint in ALL_ENDPOINTS))
+    raise ValueError(f"no endpoint named {name!r}; the declared ones: {known}")
 
 
 def _by_vendor() -> dict[tuple[Vendor, Operation], tuple[Endpoint, ...]]:
