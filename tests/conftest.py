@@ -5,7 +5,21 @@ which cannot share a venv with the dev extra's: it runs in ``.venv-older``, star
 from __future__ import annotations
 
 import os
+import sys
+
+import pytest
 
 OLDER_SDKS_SUITE = "SPANLEDGER_OLDER_SDKS_SUITE"
 
 collect_ignore = [] if os.environ.get(OLDER_SDKS_SUITE) == "1" else ["older_sdks"]
+
+
+@pytest.fixture(autouse=True)
+def _structlog_as_an_application_left_it() -> None:
+    """Each test starts with structlog unconfigured, as a process that never configured it:
+    ``structlog.testing.capture_logs`` leaves structlog marked configured when it restores the
+    processors, and spanledger then logs through structlog rather than the standard library,
+    which would hide a later test's log records from ``caplog``."""
+    structlog = sys.modules.get("structlog")
+    if structlog is not None and structlog.is_configured():
+        structlog.reset_defaults()

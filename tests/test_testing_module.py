@@ -657,9 +657,7 @@ def test_a_cloud_routes_vendor_error_reaches_the_event_by_its_code(
     server.route(bedrock_titan_embeddings().failing(503, retry_after=4), times=1)
     call = _http("aws.bedrock", TITAN, {"inputText": "a"})
     call(server.base_url("aws.bedrock"))
-    _http("aws.bedrock", "/model/not-ready/invoke", {"inputText": "a"})(
-        server.base_url("aws.bedrock")
-    )
+    call(server.base_url("aws.bedrock", "not-ready"))  # a Titan model, still loading
     call(server.base_url("aws.bedrock"))
     unavailable, not_ready, answered = events
     assert isinstance(unavailable, spanledger.EmbeddingFailedEvent)

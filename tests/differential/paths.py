@@ -11,21 +11,25 @@ call once and yields the one event it recorded:
 - ``manual``: ``record_embedding`` / ``record_rerank`` with ``succeeded(raw=<body bytes>,
   headers=<the reply's>)`` (and ``document_ids=`` for results named by id), for 2xx replies only
   (it is not told the status);
-- ``openai-sdk``, ``cohere-sdk``, ``voyage-sdk``: the official SDK, instrumented with
-  ``spanledger.instrument``, wherever the endpoint has one (``SDKS``, by endpoint name: the
-  place where boto3, google-genai, mistralai, ollama and openai's ``AzureOpenAI`` go).
+- ``openai-sdk``, ``azure-sdk``, ``cohere-sdk``, ``voyage-sdk``, ``bedrock-sdk``,
+  ``genai-sdk``, ``mistral-sdk``, ``ollama-sdk``: the official SDK (openai's ``OpenAI`` and
+  ``AzureOpenAI``, cohere, voyageai, boto3, google-genai, mistralai, ollama), instrumented with
+  ``spanledger.instrument``, wherever the endpoint has one (``SDKS``, by endpoint name).
 
 The SDK clients and the providers are built once per ``Rig`` and answer whatever reply the
-rig's ``Server`` holds at the time: an ``httpx.MockTransport`` for everything on httpx, and a
-``requests`` adapter for the Voyage SDK, mounted on this thread's Voyage session for the
-rig's lifetime (the session another test may have made is put back afterwards). SDK retries
-are off, and every path that sends is checked to have sent exactly one request.
+rig's ``Server`` holds at the time: an ``httpx.MockTransport`` for everything on httpx,
+httpx2's for the Mistral SDK, a ``before-send`` handler on each boto3 client (botocore takes
+the ``AWSResponse`` it returns and sends nothing), and a ``requests`` adapter for the Voyage
+SDK, mounted on this thread's Voyage session for the rig's lifetime (the session another test
+may have made is put back afterwards). Nothing leaves the process. SDK retries are off, and
+every path that sends is checked to have sent exactly one request.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import json
 import time
 from collections import Counter
@@ -33,11 +37,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3  # type: ignore[import-untyped]
 import cohere
+import google.oauth2.credentials
 import httpx
+import httpx2
+import ollama
 import openai
 import requests
 import voyageai.api_resources.api_requestor as voyage_requestor
+from botocore.awsrequest import AWSResponse  # type: ignore[import-untyped]
+from botocore.config import Config  # type: ignore[import-untyped]
+from google import genai
+from google.genai import types as genai_types
+from mistralai.client import Mistral
+from mistralai.client.utils import BackoffStrategy, RetryConfig
 from voyageai.client import Client as VoyageClient
 
 import spanledger
@@ -72,6 +86,7 @@ __all__ = [
     "KNOWN_SEEN",
     "MODEL",
     "MODELS",
+    "PATHS_RUN",
     "PROJECT",
     "PROVIDERS",
     "SDKS",
@@ -90,7 +105,9 @@ __all__ = [
 
 BASE = "https://vendor.test"
 """Every path's origin: no vendor's own host, so no provider refuses a call for want of a key
-(``Endpoint.serves_host``); the transport is told the vendor for it (``vendors={BASE: ...}``)."""
+(``Endpoint.serves_host``); the transport is told the vendor for it (``vendors={BASE: ...}``).
+The one exception: ``openai.OpenAI`` aimed at another vendor, which only the URL it requests
+tells apart (an Azure host, Ollama's port, Mistral's host: ``_openai_on``)."""
 MODEL = "m"
 API_KEY = "k"
 PROJECT = "p"
@@ -101,9 +118,12 @@ MODELS: dict[str, str] = {
     "bedrock-nova-embed": "amazon.nova-2-multimodal-embeddings-v1:0",
     "bedrock-cohere-rerank": "cohere.rerank-v3-5:0",
     "bedrock-rerank": "arn:aws:bedrock:us-west-2::foundation-model/amazon.rerank-v1:0",
+    "vertex-embed": "gemini-embedding-2",
 }
 """The model of a call, by endpoint name, where the model chooses among a vendor's endpoints
-(Bedrock: ``endpoint_for`` reads the model's prefix); ``MODEL`` elsewhere."""
+(Bedrock: ``endpoint_for`` reads the model's prefix; google-genai sends a Vertex call of a
+Gemini embedding model to ``:embedContent``, of any other to ``:predict``); ``MODEL``
+elsewhere."""
 
 
 def model_for(endpoint: Endpoint) -> str:
@@ -123,6 +143,10 @@ CASES_RUN: Counter[str] = Counter()
 
 KNOWN_SEEN: Counter[str] = Counter()
 """How often each known divergence turned up in the fuzz."""
+
+PATHS_RUN: Counter[tuple[str, str, bool]] = Counter()
+"""Cases each path carried, by endpoint name, path and whether it handed the body over (an
+SDK that raised on a 2xx body did not), for the end-of-run summary."""
 ProviderClass = Callable[..., EmbeddingProvider | RerankProvider]
 
 PROVIDERS: dict[Key, ProviderClass] = {
@@ -179,6 +203,26 @@ class Server:
         reply = self._next(str(request.url), request.read())
         return httpx.Response(reply.status, headers=list(reply.headers), content=reply.body)
 
+    def handle_httpx2(self, request: httpx2.Request) -> httpx2.Response:
+        """``handle`` for the httpx fork the Mistral SDK sends through."""
+        reply = self._next(str(request.url), request.read())
+        return httpx2.Response(reply.status, headers=list(reply.headers), content=reply.body)
+
+    def botocore_send(self, request: Any, **_: Any) -> Any:
+        """A ``before-send`` handler: botocore takes the ``AWSResponse`` it returns for the
+        answer and sends nothing. Every handler spanledger registers still runs around it
+        (``before-call``, ``request-created``: the request is built and signed as for the
+        wire; ``response-received``, ``after-call`` / ``after-call-error``: the response is
+        converted and parsed from it as from urllib3's), and InvokeModel's body is a
+        ``StreamingBody`` over the raw stream, as botocore makes it."""
+        body = request.body
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        elif not isinstance(body, bytes):
+            body = body.read() if hasattr(body, "read") else b""
+        reply = self._next(request.url, body)
+        return AWSResponse(request.url, reply.status, list(reply.headers), _RawStream(reply.body))
+
     def voyage_adapter(self) -> requests.adapters.BaseAdapter:
         server = self
 
@@ -202,6 +246,15 @@ class Server:
         return Adapter()
 
 
+class _RawStream(io.BytesIO):
+    """The raw stream of a botocore response, as urllib3's is read: ``read`` for a
+    ``StreamingBody``, ``stream`` for ``AWSResponse.content``."""
+
+    def stream(self, amt: int = 2**16, decode_content: bool | None = None) -> Iterator[bytes]:
+        while chunk := self.read(amt):
+            yield chunk
+
+
 @dataclass(frozen=True)
 class SdkPath:
     """One official SDK method for one endpoint."""
@@ -214,14 +267,23 @@ class SdkPath:
     hands over the decoded body and headers only)."""
 
 
-def _openai(server: Server) -> openai.OpenAI:
-    http = httpx.Client(transport=httpx.MockTransport(server.handle))
-    return openai.OpenAI(
-        api_key=API_KEY,
-        base_url=f"{BASE}/v1",
-        max_retries=0,
-        http_client=http,  # type: ignore[arg-type]  # the SDK takes plain httpx at runtime
-    )
+def _openai_on(base_url: str) -> Callable[[Server], openai.OpenAI]:
+    """``openai.OpenAI`` at ``base_url``: the URL it requests tells the vendor (an Azure host's
+    ``/openai/v1/``, Ollama's port, Mistral's host; anything else is OpenAI's)."""
+
+    def make(server: Server) -> openai.OpenAI:
+        http = httpx.Client(transport=httpx.MockTransport(server.handle))
+        return openai.OpenAI(
+            api_key=API_KEY,
+            base_url=base_url,
+            max_retries=0,
+            http_client=http,  # type: ignore[arg-type]  # the SDK takes plain httpx at runtime
+        )
+
+    return make
+
+
+_openai = _openai_on(f"{BASE}/v1")
 
 
 def _cohere(server: Server) -> cohere.ClientV2:
@@ -231,6 +293,154 @@ def _cohere(server: Server) -> cohere.ClientV2:
 
 def _voyage(server: Server) -> VoyageClient:
     return VoyageClient(api_key=API_KEY, base_url=f"{BASE}/v1", max_retries=0)
+
+
+@functools.cache
+def _boto_session() -> Any:
+    """One boto3 session for every Bedrock client (its loaded service models are shared)."""
+    return boto3.session.Session()
+
+
+def _bedrock(service: str) -> Callable[[Server], Any]:
+    """A ``service`` client answered by ``server`` through its ``before-send`` event (nothing
+    leaves the process), retries off."""
+
+    def make(server: Server) -> Any:
+        client = _boto_session().client(
+            service,
+            region_name="us-west-2",
+            endpoint_url=BASE,
+            aws_access_key_id="test",
+            aws_secret_access_key=API_KEY,
+            config=Config(retries={"total_max_attempts": 1}),
+        )
+        service_id = client.meta.service_model.service_id.hyphenize()
+        client.meta.events.register(f"before-send.{service_id}", server.botocore_send)
+        return client
+
+    return make
+
+
+def _invoke(body: Callable[[Call], dict[str, Any]]) -> Callable[[Any, Call], object]:
+    """``invoke_model`` with the JSON body ``body`` makes for the call, its answer's
+    ``StreamingBody`` read to the end as a caller reads it."""
+
+    def invoke(client: Any, call: Call) -> object:
+        response = client.invoke_model(
+            modelId=call_model(call),
+            body=json.dumps(body(call)),
+            contentType="application/json",
+            accept="application/json",
+        )
+        return response["body"].read()
+
+    return invoke
+
+
+def _top_n(call: Call, key: str) -> dict[str, Any]:
+    return {} if call.top_k is None else {key: call.top_k}
+
+
+def _titan_body(call: Call) -> dict[str, Any]:
+    return {"inputText": call.items[0]}
+
+
+def _bedrock_cohere_body(call: Call) -> dict[str, Any]:
+    return {"texts": list(call.items), "input_type": "search_document"}
+
+
+def _nova_body(call: Call) -> dict[str, Any]:
+    return {
+        "taskType": "SINGLE_EMBEDDING",
+        "singleEmbeddingParams": {
+            "embeddingPurpose": "GENERIC_INDEX",
+            "text": {"truncationMode": "END", "value": call.items[0]},
+        },
+    }
+
+
+def _bedrock_cohere_rerank_body(call: Call) -> dict[str, Any]:
+    body = {"query": call.query, "documents": list(call.items), "api_version": 2}
+    return {**body, **_top_n(call, "top_n")}
+
+
+def _agent_rerank(client: Any, call: Call) -> object:
+    configuration = {
+        "modelConfiguration": {"modelArn": call_model(call)},
+        **_top_n(call, "numberOfResults"),
+    }
+    return client.rerank(
+        queries=[{"type": "TEXT", "textQuery": {"text": call.query}}],
+        sources=[
+            {
+                "type": "INLINE",
+                "inlineDocumentSource": {"type": "TEXT", "textDocument": {"text": text}},
+            }
+            for text in call.items
+        ],
+        rerankingConfiguration={
+            "type": "BEDROCK_RERANKING_MODEL",
+            "bedrockRerankingConfiguration": configuration,
+        },
+    )
+
+
+_GENAI_RETRIES = genai_types.HttpRetryOptions(attempts=1)
+
+
+def _gemini(server: Server) -> genai.Client:
+    http = httpx.Client(transport=httpx.MockTransport(server.handle))
+    options = genai_types.HttpOptions(
+        base_url=BASE, httpx_client=http, retry_options=_GENAI_RETRIES
+    )
+    return genai.Client(api_key=API_KEY, http_options=options)
+
+
+def _vertex(server: Server) -> genai.Client:
+    http = httpx.Client(transport=httpx.MockTransport(server.handle))
+    options = genai_types.HttpOptions(
+        base_url=BASE, httpx_client=http, retry_options=_GENAI_RETRIES
+    )
+    credentials = google.oauth2.credentials.Credentials(token=API_KEY)  # type: ignore[no-untyped-call]
+    return genai.Client(
+        vertexai=True,
+        project=PROJECT,
+        location="us-central1",
+        credentials=credentials,
+        http_options=options,
+    )
+
+
+def _genai_embed(client: Any, call: Call) -> object:
+    return client.models.embed_content(model=call_model(call), contents=list(call.items))
+
+
+def _mistral(server: Server) -> Mistral:
+    http = httpx2.Client(transport=httpx2.MockTransport(server.handle_httpx2))
+    no_retries = RetryConfig("none", BackoffStrategy(1, 1, 1.0, 1), False)
+    return Mistral(api_key=API_KEY, server_url=BASE, client=http, retry_config=no_retries)
+
+
+def _ollama(server: Server) -> ollama.Client:
+    return ollama.Client(host=BASE, transport=httpx.MockTransport(server.handle))
+
+
+def _azure(server: Server) -> openai.AzureOpenAI:
+    # the SDK takes plain httpx at runtime (it is typed for httpx2's client)
+    http: Any = httpx.Client(transport=httpx.MockTransport(server.handle))
+    return openai.AzureOpenAI(
+        azure_endpoint=BASE,
+        api_version="2024-10-21",
+        api_key=API_KEY,
+        max_retries=0,
+        http_client=http,
+    )
+
+
+def _openai_embed(client: Any, call: Call) -> object:
+    return client.embeddings.create(
+        model=call_model(call), input=list(call.items), encoding_format="float"
+    )
 
 
 def _cohere_rerank(client: Any, call: Call) -> object:
@@ -277,16 +487,66 @@ SDKS: dict[str, tuple[SdkPath, ...]] = {
             knows_status=False,
         ),
     ),
+    # botocore never parses InvokeModel's body (the caller reads the stream), so every 2xx is
+    # carried; it parses Rerank's against its output shape (and raises on a body of another)
+    "bedrock-titan-embed": (
+        SdkPath("bedrock-sdk", _bedrock("bedrock-runtime"), _invoke(_titan_body)),
+    ),
+    "bedrock-cohere-embed": (
+        SdkPath("bedrock-sdk", _bedrock("bedrock-runtime"), _invoke(_bedrock_cohere_body)),
+    ),
+    "bedrock-nova-embed": (
+        SdkPath("bedrock-sdk", _bedrock("bedrock-runtime"), _invoke(_nova_body)),
+    ),
+    "bedrock-cohere-rerank": (
+        SdkPath("bedrock-sdk", _bedrock("bedrock-runtime"), _invoke(_bedrock_cohere_rerank_body)),
+    ),
+    "bedrock-rerank": (SdkPath("bedrock-sdk", _bedrock("bedrock-agent-runtime"), _agent_rerank),),
+    "gemini-batch-embed": (SdkPath("genai-sdk", _gemini, _genai_embed),),
+    "vertex-predict": (SdkPath("genai-sdk", _vertex, _genai_embed),),
+    "vertex-embed": (SdkPath("genai-sdk", _vertex, _genai_embed),),
+    # the Mistral SDK validates its typed result: a 2xx body without ``id``, ``model`` or
+    # ``usage`` is raised on (not carried), so it is compared on the bodies that have all three
+    "mistral-embeddings": (
+        SdkPath(
+            "mistral-sdk",
+            _mistral,
+            lambda c, call: c.embeddings.create(model=MODEL, inputs=list(call.items)),
+        ),
+        SdkPath("openai-sdk", _openai_on("https://api.mistral.ai/v1"), _openai_embed),
+    ),
+    "ollama-embed": (
+        SdkPath(
+            "ollama-sdk",
+            _ollama,
+            lambda c, call: c.embed(model=MODEL, input=list(call.items)),
+        ),
+    ),
+    "ollama-legacy-embeddings": (
+        SdkPath(
+            "ollama-sdk",
+            _ollama,
+            lambda c, call: c.embeddings(model=MODEL, prompt=call.items[0]),
+        ),
+    ),
+    "ollama-v1-embeddings": (
+        SdkPath("openai-sdk", _openai_on("http://vendor.test:11434/v1"), _openai_embed),
+    ),
+    "azure-deployment-embeddings": (SdkPath("azure-sdk", _azure, _openai_embed),),
+    "azure-v1-embeddings": (
+        SdkPath(
+            "openai-sdk", _openai_on("https://vendor.openai.azure.com/openai/v1"), _openai_embed
+        ),
+    ),
 }
 """The instrumented SDK methods that call each endpoint, by ``Endpoint.name`` (none for Jina and
-TEI). The extension point for the SDK paths still to come: boto3's ``bedrock-runtime``
-``invoke_model`` (``bedrock-titan-embed``, ``bedrock-cohere-embed``, ``bedrock-nova-embed``,
-``bedrock-cohere-rerank``) and ``bedrock-agent-runtime`` ``rerank`` (``bedrock-rerank``),
-google-genai (``gemini-batch-embed``, ``gemini-embed``, ``vertex-embed``, ``vertex-predict``),
-mistralai (``mistral-embeddings``), ollama (``ollama-embed``, ``ollama-legacy-embeddings``) and
-openai's ``AzureOpenAI`` (``azure-deployment-embeddings``, ``azure-v1-embeddings``). An entry
-for an endpoint only SDKs reach also brings its error statuses into the differential test
-(``error_carriers``)."""
+TEI). Each makes the call as a user would (boto3's InvokeModel answer is a ``StreamingBody``:
+it is read to the end), through a client made by the SDK's ordinary constructor with its
+retries off and its HTTP pointed at the rig's server. Not reached: ``gemini-embed``
+(google-genai's Gemini API backend sends every ``embed_content`` to ``:batchEmbedContents``),
+``cohere-v1-embed`` (no path yet). The model a call names is ``call_model``'s: google-genai
+picks Vertex's route by it (``MODELS``). An entry for an endpoint only SDKs reach also brings
+its error statuses into the differential test (``error_carriers``)."""
 
 
 def error_carriers(endpoint: Endpoint) -> int:
@@ -531,6 +791,8 @@ class Rig:
             seen.append(self.run_manual(case))
         for sdk in SDKS.get(case.endpoint.name, ()):
             seen.append(self.run_sdk(sdk, case))
+        for each in seen:
+            PATHS_RUN[case.endpoint.name, each.path, each.carried] += 1
         return seen
 
 

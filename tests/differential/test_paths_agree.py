@@ -728,6 +728,14 @@ NEW_ENDPOINT_REGRESSIONS = [
         model="arn:aws:bedrock:us-west-2::foundation-model/cohere.rerank-v3-5:0",
     ),
     Regression(
+        "bedrock rerank: a body botocore's parser crashes on (null) is an invalid response",
+        "bedrock-rerank",
+        1,
+        None,
+        raw(200, b"null", ("content-type", JSON_TYPE)),
+        {"kind": "rerank_failed", "error_category": "provider_invalid_response"},
+    ),
+    Regression(
         "bedrock rerank: more results than numberOfResults",
         "bedrock-rerank",
         2,

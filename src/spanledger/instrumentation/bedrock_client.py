@@ -65,6 +65,20 @@ _UNPARSED = ProviderError(
 )
 
 
+_OWN_MODULES = ("botocore", "urllib3", "socket", "ssl")
+
+
+def _parser_crash(exc: BaseException) -> bool:
+    """Whether an exception raised while an attempt was out came from botocore's parser
+    tripping over the answer (a plain ``TypeError`` on a body of ``null``, an
+    ``OverflowError`` on a score of 10**400) rather than from botocore or the transport: the
+    provider answered, the answer was unusable."""
+    module = type(exc).__module__ or ""
+    if module.startswith(_OWN_MODULES) or isinstance(exc, OSError):
+        return False  # botocore's own errors, and the transport's
+    return isinstance(exc, Exception)
+
+
 def serves(client: object) -> bool:
     """Whether ``client`` is a sync botocore client of a Bedrock service recorded here."""
     try:
@@ -192,7 +206,7 @@ class _Call:
             recording.release()
             return
         self.open = False
-        if type(exc).__name__ == "ResponseParserError":
+        if type(exc).__name__ == "ResponseParserError" or _parser_crash(exc):
             recording.failed(_UNPARSED, answered=True)
         else:
             recording.failed(describe(exc, fallback=ErrorCategory.INVALID_REQUEST))
