@@ -113,7 +113,7 @@ class _Calls:
             inputs=texts,
             server_address=self.server[0],
             server_port=self.server[1],
-            billing="tokens",
+            billing=GEMINI_EMBEDDINGS.billing,  # every Google embedding route bills tokens
         )
 
 
