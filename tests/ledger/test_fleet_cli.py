@@ -216,3 +216,25 @@ def test_progress_is_shown_on_a_terminal_for_a_long_read_and_then_cleared(
     assert "reading 1 file (0 MB)" in shown.getvalue()
     assert shown.getvalue().endswith("\r\033[K")
     assert quiet.getvalue() == ""
+
+
+def test_export_keeps_what_each_call_is_billed_by(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A warehouse reading the Parquet can tell a local or a rule-billed call as the ledger
+    does: the billing column travels with every event (null where the log never said)."""
+    log = tmp_path / "logs" / "events.jsonl"
+    log.parent.mkdir()
+    local = embedding_event("nomic-embed-text", tokens=5, started_at=DAY).model_copy(
+        update={"provider": "ollama", "billing": "local"}
+    )
+    unsaid = embedding_event("text-embedding-3-small", tokens=7, started_at=DAY)
+    log.write_bytes(event_line(local) + event_line(unsaid))
+    target = tmp_path / "parquet"
+    status, _, _ = run(capsys, "export", str(log.parent), "--parquet", str(target))
+    assert status == 0
+    rows = duckdb.sql(
+        "SELECT provider, billing FROM "
+        f"read_parquet('{target}/events/**/*.parquet', hive_partitioning = true) ORDER BY provider"
+    ).fetchall()
+    assert rows == [("ollama", "local"), ("openai", None)]

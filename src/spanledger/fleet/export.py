@@ -44,6 +44,7 @@ _EVENT_COLUMNS = {
     "server_port": "BIGINT",
     "response_model": "VARCHAR",
     "response_id": "VARCHAR",
+    "billing": "VARCHAR",
     "input_count": "BIGINT",
     "input_type": "VARCHAR",
     "dimensions": "BIGINT",
@@ -78,7 +79,7 @@ _EVENT_COLUMNS = {
 }
 _EVENTS = """kind, call_id, request_id, logical_call_id, attempt, retried, provider, model,
     ts AS started_at, latency_ms, server_address, server_port, response_model, response_id,
-    input_count, input_type, dimensions, query_length, document_count, top_k, result_count,
+    billing, input_count, input_type, dimensions, query_length, document_count, top_k, result_count,
     usage.input_tokens AS input_tokens, usage.search_units AS search_units,
     estimated_usage.input_tokens AS estimated_input_tokens,
     estimated_usage.search_units AS estimated_search_units,
