@@ -302,3 +302,27 @@ def test_the_switch_supports_exactly_the_versions_the_test_extras_pin() -> None:
             low, below = (tuple(map(int, v.split("."))) for v in found.group(2, 3))
             pins.setdefault(found.group(1), set()).add((low, below))
     assert pins == {s.distribution: set(s.ranges) for s in _SUPPORT.values()}
+
+
+def test_the_switch_skips_an_sdk_whose_parent_package_is_not_installed() -> None:
+    """``google.genai`` is looked up under ``google``: with no ``google`` at all, the default
+    switch leaves it out instead of failing (a machine with none of the clouds' SDKs)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['google'] = None  # as if no google package were installed\n"
+        "import spanledger\n"
+        "spanledger.instrument()\n"
+        "from spanledger.instrumentation import instrumented_sdks\n"
+        "print(' '.join(instrumented_sdks()))\n"
+        "spanledger.uninstrument()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    switched = done.stdout.split()
+    assert "google.genai" not in switched
+    assert {"openai", "cohere", "voyageai"} <= set(switched)

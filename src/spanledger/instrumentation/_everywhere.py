@@ -37,7 +37,7 @@ from spanledger.instrumentation._capture import (
 )
 from spanledger.recording.call import logged
 
-__all__ = ["ClassMethod", "SdkSupport", "switch_off", "switch_on", "switched_on"]
+__all__ = ["ClassMethod", "SdkSupport", "installed", "switch_off", "switch_on", "switched_on"]
 
 _MISSING = object()
 
@@ -137,6 +137,15 @@ def switched_on() -> tuple[str, ...]:
     return tuple(_state.on)
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported here; a dotted name whose parent package is missing
+    (``google.genai`` with no ``google``) is simply not installed."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def switch_on(
     supports: dict[str, SdkSupport],
     sdks: Iterable[str] | None,
@@ -148,7 +157,7 @@ def switch_on(
     if isinstance(sdks, str):
         raise TypeError(f"sdks takes a list of SDK names, not the string {sdks!r}")
     if sdks is None:
-        wanted = [name for name in supports if importlib.util.find_spec(name) is not None]
+        wanted = [name for name in supports if installed(name)]
     else:
         wanted = list(dict.fromkeys(sdks))
         unknown = [name for name in wanted if name not in supports]
