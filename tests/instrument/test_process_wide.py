@@ -313,6 +313,7 @@ def test_the_switch_skips_an_sdk_whose_parent_package_is_not_installed() -> None
     code = (
         "import sys\n"
         "sys.modules['google'] = None  # as if no google package were installed\n"
+        "sys.modules['vertexai'] = None  # (it comes with google-cloud-aiplatform)\n"
         "import spanledger\n"
         "spanledger.instrument()\n"
         "from spanledger.instrumentation import instrumented_sdks\n"
