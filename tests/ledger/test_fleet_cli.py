@@ -233,7 +233,7 @@ def test_export_keeps_what_each_call_is_billed_by(
     target = tmp_path / "parquet"
     status, _, _ = run(capsys, "export", str(log.parent), "--parquet", str(target))
     assert status == 0
-    rows = duckdb.sql(
+    rows = duckdb.execute(
         "SELECT provider, billing FROM "
         f"read_parquet('{target}/events/**/*.parquet', hive_partitioning = true) ORDER BY provider"
     ).fetchall()
