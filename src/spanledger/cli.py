@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     output = report.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print JSON instead of a table")
     output.add_argument("--csv", action="store_true", help="print the rows as CSV")
+    output.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="write the report as one self-contained HTML page of charts (needs spanledger[html])",
+    )
     report.add_argument(
         "--by",
         default="provider,model",
@@ -134,6 +140,7 @@ def _run(args: argparse.Namespace) -> int:
             by=groupings(args.by),
             since=moment(args.since, "--since"),
             until=moment(args.until, "--until"),
+            html=args.html,
             out=sys.stdout,
             err=sys.stderr,
         )

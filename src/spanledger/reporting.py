@@ -30,26 +30,43 @@ def run_report(
     by: Sequence[Grouping] = ("provider", "model"),
     since: datetime | None = None,
     until: datetime | None = None,
+    html: Path | None = None,
     out: TextIO,
     err: TextIO | None = None,
 ) -> int:
     """Print the spend and attribution report over the logs ``sources`` name (files,
-    directories, glob patterns). 1 when no readable event was found. Raises
-    ``PriceTableError`` for a price table, ``ConfigurationError`` for a source that names
-    nothing, ``OSError`` for a log that cannot be read."""
+    directories, glob patterns); with ``html``, write it to that file as a page of charts
+    instead. 1 when no readable event was found. Raises ``PriceTableError`` for a price table,
+    ``ConfigurationError`` for a source that names nothing (or ``html`` without its extra),
+    ``OSError`` for a log that cannot be read."""
     from spanledger.fleet.report import price_scan
     from spanledger.fleet.scan import scan_logs
 
+    if html is not None:
+        from spanledger.fleet.html_charts import require_charting
+
+        require_charting()
     named = [sources] if isinstance(sources, str | Path) else list(sources)
     ledger = Ledger(PriceTable.load(prices), warn=False) if prices is not None else None
     files = log_files(named)
     windows = ledger.prices.boundaries() if ledger is not None else ()
     with reading_progress(files, err):
         scan = scan_logs(
-            files, by=by, since=since, until=until, windows=windows, recorded_costs=ledger is None
+            files,
+            by=by,
+            since=since,
+            until=until,
+            windows=windows,
+            recorded_costs=ledger is None,
+            daily=html is not None,
         )
     report = price_scan(scan, by, ledger)
-    if as_json:
+    if html is not None:
+        from spanledger.fleet.html_page import write_page
+
+        size = write_page(report, html, since=since, until=until)
+        out.write(f"wrote {html} ({size / 1024:,.0f} KB, {report.calls} calls)\n")
+    elif as_json:
         out.write(json.dumps(report.to_json(), indent=2) + "\n")
     elif as_csv:
         out.write(report.to_csv())

@@ -18,7 +18,7 @@ from spanledger.ledger.pricing import Ledger
 from spanledger.ledger.report import AMOUNT_STATUSES, money, unrecorded_cost
 from spanledger.ledger.totals import GroupTotal
 
-__all__ = ["FleetReport", "price_scan"]
+__all__ = ["FleetReport", "amount_text", "price_scan"]
 
 
 @dataclass
@@ -32,6 +32,12 @@ class FleetReport:
     lines: int = 0
     problems: dict[str, int] = field(default_factory=dict)
     attribution: AttributionFigures = field(default_factory=AttributionFigures)
+    daily: dict[tuple[str, str, str, str], GroupTotal] = field(default_factory=dict)
+    """By (UTC day, provider, status, currency), when the scan was split by day."""
+    models: dict[tuple[str, str, str, str], GroupTotal] = field(default_factory=dict)
+    """By (provider, model, status, currency), whatever the rows are grouped by."""
+    malformed_models: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    """Calls by (provider, model, figure) for each usage figure sent malformed."""
 
     @property
     def calls(self) -> int:
@@ -115,11 +121,7 @@ class FleetReport:
         header += f" {'status':<11} {'calls':>8} {'amount':>18} {'tokens':>12} {'units':>8}"
         lines.append(header.strip())
         for (keys, status, currency), row in rows:
-            amount = (
-                f"{money(row.amount)} {currency}".strip()
-                if status in AMOUNT_STATUSES
-                else "unknown"
-            )
+            amount = amount_text(status, currency, row.amount)
             cells = " ".join(
                 f"{key:<{widths[name]}}" for name, key in zip(self.by, keys, strict=True)
             )
@@ -135,6 +137,28 @@ class FleetReport:
         lines.append("")
         lines.append(self.attribution.render())
         return "\n".join(lines)
+
+
+def amount_text(status: str, currency: str, amount: Decimal) -> str:
+    """A row's amount as the report prints it: exact, with its currency, or ``unknown``."""
+    if status not in AMOUNT_STATUSES:
+        return "unknown"
+    return f"{money(amount)} {currency}".strip()
+
+
+def _add(
+    totals: dict[tuple[str, str, str, str], GroupTotal],
+    key: tuple[str, str, str, str],
+    group: CallGroup,
+    line: CostLine,
+) -> None:
+    total = totals.setdefault(key, GroupTotal())
+    total.calls += group.calls
+    if line.amount is not None:
+        total.amount += line.amount
+    if group.outcome == "succeeded":
+        total.input_tokens += group.input_tokens
+        total.search_units += group.search_units
 
 
 def price_scan(scan: Scan, by: Sequence[Grouping], ledger: Ledger | None) -> FleetReport:
@@ -154,6 +178,15 @@ def price_scan(scan: Scan, by: Sequence[Grouping], ledger: Ledger | None) -> Fle
         if group.outcome == "succeeded":  # billed figures: what the provider reported
             row.input_tokens += group.input_tokens
             row.search_units += group.search_units
+        status, currency = line.status.value, line.currency or ""
+        _add(report.models, (group.provider, group.model, status, currency), group, line)
+        if group.day is not None:
+            _add(report.daily, (group.day, group.provider, status, currency), group, line)
+        for figure in group.malformed:
+            named_figure = (group.provider, group.model, figure)
+            report.malformed_models[named_figure] = (
+                report.malformed_models.get(named_figure, 0) + group.calls
+            )
         if line.status in NOT_PRICED_STATUSES:
             reason = line.code.value if line.code is not None else line.status.value
             named = (group.provider, group.model, reason)

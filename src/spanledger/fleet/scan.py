@@ -102,6 +102,7 @@ class CallGroup:
     billing: str | None = None
     response_model: str | None = None
     documents: int | None = None
+    day: str | None = None
 
 
 @dataclass
@@ -150,15 +151,18 @@ def scan_logs(
     windows: Sequence[datetime] = (),
     recorded_costs: bool = False,
     memory_limit: str = "256MB",
+    daily: bool = False,
 ) -> Scan:
     """Scan ``files`` once: calls grouped by ``by`` and for pricing (``windows`` are the price
     table's validity boundaries), and each attribution record kept for the per-request
-    aggregates. ``recorded_costs``: group by the cost line each event carries instead."""
+    aggregates. ``recorded_costs``: group by the cost line each event carries instead.
+    ``daily``: split every group by its calls' UTC day too (``CallGroup.day``), for a series
+    by day whatever ``by`` is."""
     if not by:
         raise ValueError("by names at least one grouping (provider, model, day, request)")
     connection = connect(memory_limit)
     try:
-        return _scan(connection, files, by, since, until, windows, recorded_costs)
+        return _scan(connection, files, by, since, until, windows, recorded_costs, daily)
     finally:
         connection.close()
 
@@ -200,16 +204,18 @@ def _scan(
     until: datetime | None,
     windows: Sequence[datetime],
     recorded_costs: bool,
+    daily: bool = False,
 ) -> Scan:
+    keyed: tuple[Grouping, ...] = (*by, "day") if daily else tuple(by)
     boundaries = sorted(set(windows))
     moments = {f"window_{i}": moment for i, moment in enumerate(boundaries)}
     connection.execute(
-        _grouping_query(by, since, until, len(boundaries), recorded_costs),
+        _grouping_query(keyed, since, until, len(boundaries), recorded_costs),
         parameters(files, since, until, **moments),
     )
-    keys = ", ".join(f"k{i}" for i in range(len(by)))
+    keys = ", ".join(f"k{i}" for i in range(len(keyed)))
     groups = [
-        _group(row, len(by))
+        _group(row, len(by), daily)
         for row in connection.execute(
             f"""SELECT {keys}, provider, model, operation, outcome, reported, category, error,
                 status,
@@ -345,8 +351,11 @@ def _grouping_query(
     """
 
 
-def _group(row: tuple[Any, ...], width: int) -> CallGroup:
+def _group(row: tuple[Any, ...], width: int, daily: bool = False) -> CallGroup:
     keys = tuple("" if value is None else str(value) for value in row[:width])
+    day = str(row[width]) if daily else None
+    if daily:
+        width += 1
     (
         provider,
         model,
@@ -387,6 +396,7 @@ def _group(row: tuple[Any, ...], width: int) -> CallGroup:
         billing=billing,
         response_model=response_model,
         documents=int(documents) if documents is not None else None,
+        day=day,
     )
 
 

@@ -1,0 +1,146 @@
+"""Charts drawn as inline SVG by pygal (the ``html`` extra), with no script: the page opens
+offline and runs nothing.
+
+pygal writes its figures as SVG text, escaped by its XML serializer. Each bar carries a
+``<title>`` with its category, series and exact figure, so a pointer over it shows what the
+bar is worth; pygal's own script (its configuration, and the tooltips it would fetch) is
+removed from every chart.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from spanledger.errors import ConfigurationError
+from spanledger.fleet.html_series import Chart
+
+__all__ = ["MISSING_EXTRA", "chart_svg", "require_charting"]
+
+MISSING_EXTRA = (
+    "--html needs the charting library of the html extra: pip install 'spanledger[html]'"
+)
+
+_COLOURS = (
+    "#2f6db5",
+    "#e07b39",
+    "#3a9e6f",
+    "#c2484d",
+    "#8a63b8",
+    "#b8952f",
+    "#4aa3b5",
+    "#7a7a7a",
+    "#a0522d",
+)
+_SVG = "{http://www.w3.org/2000/svg}"
+_PRINTED_UP_TO = 31
+"""A chart with more categories than this prints no value on its bars (the titles still do)."""
+
+
+def require_charting() -> None:
+    """Raise ``ConfigurationError`` naming the extra when pygal is not installed."""
+    if importlib.util.find_spec("pygal") is None:
+        raise ConfigurationError(MISSING_EXTRA)
+
+
+def chart_svg(chart: Chart) -> str:
+    """``chart`` as an SVG element, ready to inline in HTML."""
+    try:
+        import pygal
+        from pygal.style import Style
+    except ImportError:
+        raise ConfigurationError(MISSING_EXTRA) from None
+    style = Style(
+        background="#ffffff",
+        plot_background="#ffffff",
+        foreground="#222222",
+        foreground_strong="#111111",
+        foreground_subtle="#d0d0d0",
+        font_family="system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif",
+        label_font_size=12,
+        major_label_font_size=12,
+        value_font_size=11,
+        title_font_size=16,
+        legend_font_size=12,
+        value_label_font_size=11,
+        colors=_COLOURS,
+    )
+    kind: Any
+    if chart.horizontal:
+        kind = pygal.HorizontalStackedBar if chart.stacked else pygal.HorizontalBar
+    else:
+        kind = pygal.StackedBar if chart.stacked else pygal.Bar
+    rows = len(chart.categories)
+    height = 150 + 30 * rows if chart.horizontal else 460
+    if chart.stacked:
+        height += 40 + 30 * ((len(chart.series) + 4) // 5)
+    graph = kind(
+        style=style,
+        js=[],
+        disable_xml_declaration=True,
+        width=1000,
+        height=height,
+        title=chart.title,
+        x_title=f"{chart.unit}" if chart.horizontal else chart.axis,
+        y_title=chart.axis if chart.horizontal else chart.unit,
+        show_legend=chart.stacked,
+        legend_at_bottom=True,
+        legend_at_bottom_columns=min(len(chart.series), 5) or 1,
+        truncate_legend=40,
+        truncate_label=48,
+        print_values=not chart.stacked and rows <= _PRINTED_UP_TO,
+        print_values_position="top",
+        x_label_rotation=0 if chart.horizontal or rows <= 12 else 45,
+        show_minor_x_labels=True,
+        value_formatter=_axis_number,
+        margin_bottom=36 if chart.stacked else 10,
+        spacing=12,
+        no_data_text=chart.empty or "nothing to draw",
+    )
+    graph.x_labels = list(chart.categories)
+    for series in chart.series:
+        graph.add(
+            series.name,
+            [
+                None
+                if value is None
+                else {
+                    "value": float(value),
+                    "formatter": _fixed(text),
+                    "label": f"{category} · {series.name}: {text}",
+                }
+                for category, value, text in zip(
+                    chart.categories, series.values, series.texts, strict=True
+                )
+            ],
+        )
+    graph.add_xml_filter(_offline)
+    rendered = graph.render(is_unicode=True)
+    return str(rendered)
+
+
+def _axis_number(value: float) -> str:
+    """An axis tick: a short number (the bars' own figures are exact, not these)."""
+    return f"{value:,.6g}"
+
+
+def _fixed(text: str) -> Any:
+    def formatter(_: object) -> str:
+        return text
+
+    return formatter
+
+
+def _offline(root: Any) -> Any:
+    """Drop every script and comment pygal wrote, and give each bar a ``<title>`` from its
+    label, so the chart runs nothing and still names its figures."""
+    for parent in list(root.iter()):
+        for child in list(parent):
+            tag = child.tag
+            if not isinstance(tag, str) or tag.removeprefix(_SVG) == "script":
+                parent.remove(child)
+                continue
+            if tag.removeprefix(_SVG) == "desc" and child.get("class") == "label":
+                child.tag = tag.replace("desc", "title")
+                child.attrib.pop("class", None)
+    return root
