@@ -10,6 +10,7 @@ removed from every chart.
 from __future__ import annotations
 
 import importlib.util
+from decimal import Decimal
 from typing import Any
 
 from spanledger.errors import ConfigurationError
@@ -71,8 +72,8 @@ def chart_svg(chart: Chart) -> str:
     else:
         kind = pygal.StackedBar if chart.stacked else pygal.Bar
     rows = len(chart.categories)
-    height = 150 + 30 * rows if chart.horizontal else 460
-    if chart.stacked:
+    height = max(240, 150 + 30 * rows) if chart.horizontal else 460
+    if chart.stacked or chart.legend:
         height += 40 + 30 * ((len(chart.series) + 4) // 5)
     graph = kind(
         style=style,
@@ -83,7 +84,7 @@ def chart_svg(chart: Chart) -> str:
         title=chart.title,
         x_title=f"{chart.unit}" if chart.horizontal else chart.axis,
         y_title=chart.axis if chart.horizontal else chart.unit,
-        show_legend=chart.stacked,
+        show_legend=chart.stacked or chart.legend,
         legend_at_bottom=True,
         legend_at_bottom_columns=min(len(chart.series), 5) or 1,
         truncate_legend=40,
@@ -93,7 +94,8 @@ def chart_svg(chart: Chart) -> str:
         x_label_rotation=0 if chart.horizontal or rows <= 12 else 45,
         show_minor_x_labels=True,
         value_formatter=_axis_number,
-        margin_bottom=36 if chart.stacked else 10,
+        y_labels=_ticks(chart),
+        margin_bottom=36 if chart.stacked or chart.legend else 10,
         spacing=12,
         no_data_text=chart.empty or "nothing to draw",
     )
@@ -120,8 +122,36 @@ def chart_svg(chart: Chart) -> str:
 
 
 def _axis_number(value: float) -> str:
-    """An axis tick: a short number (the bars' own figures are exact, not these)."""
-    return f"{value:,.6g}"
+    """An axis tick, in plain digits (the bars' own figures are exact, not these)."""
+    if value == int(value):
+        return f"{int(value):,}"
+    return f"{Decimal(repr(value)).normalize():f}"
+
+
+def _ticks(chart: Chart) -> list[float] | None:
+    """Round ticks from 0 past the tallest bar: whole numbers for counts (never 0.2 calls),
+    few enough for money that its plain digits do not run into each other."""
+    if not chart.series:
+        return None
+    top = max(
+        sum((Decimal(series.values[i] or 0) for series in chart.series), Decimal(0))
+        for i in range(len(chart.categories))
+    )
+    whole = chart.unit in {"calls", "requests"}
+    step = _nice_step(top / 6 if top > 0 else Decimal(1), whole)
+    count = int(top / step) + (1 if top % step else 0)
+    return [float(step * n) for n in range(count + 1)]
+
+
+def _nice_step(rough: Decimal, whole: bool) -> Decimal:
+    """The least of ..., 0.1, 0.2, 0.5, 1, 2, 5, 10, ... at or above ``rough`` (at least 1
+    when ``whole``)."""
+    step = Decimal(1) if whole else Decimal(1).scaleb(rough.adjusted())
+    while True:
+        for factor in (1, 2, 5):
+            if step * factor >= rough:
+                return step * factor
+        step *= 10
 
 
 def _fixed(text: str) -> Any:

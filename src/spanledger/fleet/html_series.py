@@ -58,6 +58,7 @@ class Chart:
     horizontal: bool = False
     empty: str | None = None
     note: str | None = None
+    legend: bool = False
 
     @property
     def stacked(self) -> bool:
@@ -136,6 +137,7 @@ def _spend_by_day(report: FleetReport) -> list[Chart]:
                 "day (UTC)",
                 currency,
                 note="; ".join(notes) or None,
+                legend=True,
             )
         )
     return charts
@@ -144,7 +146,7 @@ def _spend_by_day(report: FleetReport) -> list[Chart]:
 def _spend_by_model(report: FleetReport) -> list[Chart]:
     currencies = _currencies(report)
     if not currencies:
-        return [_no_spend("spend-by-model", "Known spend by provider/model", "provider/model")]
+        return [_no_spend("spend-by-model", "Known spend by provider/model", "model")]
     charts = []
     for currency in currencies:
         spend: dict[str, Decimal] = {}
@@ -164,7 +166,7 @@ def _spend_by_model(report: FleetReport) -> list[Chart]:
                 f"Known spend by provider/model ({currency})",
                 tuple(categories),
                 (_money_series(f"spend ({currency})", values, currency),),
-                "provider/model",
+                "model",
                 currency,
                 horizontal=True,
                 note=(
@@ -224,7 +226,7 @@ def _by_model_chart(
     key: str, title: str, by_model: Mapping[str, Mapping[str, int]], empty: str
 ) -> Chart:
     if not by_model:
-        return Chart(key, title, (), (), "provider/model", "calls", horizontal=True, empty=empty)
+        return Chart(key, title, (), (), "model", "calls", horizontal=True, empty=empty)
     totals = {name: sum(kinds.values()) for name, kinds in by_model.items()}
     shown, rest = _top(totals, MAX_MODELS)
     kinds = sorted({kind for name in shown for kind in by_model[name]})
@@ -244,7 +246,7 @@ def _by_model_chart(
         title,
         tuple(categories),
         series,
-        "provider/model",
+        "model",
         "calls",
         horizontal=True,
         note=(
