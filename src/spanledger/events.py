@@ -45,6 +45,7 @@ __all__ = [
     "ScoredDocument",
     "SuccessEvent",
     "UsageFigure",
+    "UsageSource",
     "builder_of",
     "new_call_id",
     "trusted_builder_of",
@@ -99,6 +100,8 @@ Score = Annotated[float, Field(strict=True), AfterValidator(_finite_score)]
 
 UsageFigure = Literal["input_tokens", "search_units"]
 """A usage figure a provider reports."""
+UsageSource = Literal["provider", "tokenizer"]
+"""Who counted a call's usage figures."""
 
 
 def _empty(value: Sized) -> bool:
@@ -306,6 +309,10 @@ class _CallEvent(_Record):
 class _Succeeded(_CallEvent):
     response_model: str | None = None
     response_id: str | None = None
+    usage_source: UsageSource | None = Field(default=None, exclude_if=_unset)
+    """Who counted ``usage``: ``tokenizer`` when spanledger counted the tokens an in-process
+    model saw with the model's own tokenizer (nobody bills them); ``provider`` when a provider
+    reported it. ``None`` (not written) on paths that do not say."""
 
 
 class _Failed(_CallEvent):
@@ -374,6 +381,10 @@ Event = Annotated[
     EmbeddingEvent | EmbeddingFailedEvent | RerankEvent | RerankFailedEvent,
     Field(discriminator="kind"),
 ]
+"""Any one call attempt's event: a success or a failure, of an embedding or a rerank call.
+
+Pydantic tells the four apart by ``kind``, so a list of them reads back from the event log as
+the right classes."""
 
 PAYLOAD_FIELDS: Sequence[str] = (
     "inputs",
@@ -415,3 +426,5 @@ class AttributionRecord(_Record):
     spend_by_status: dict[str, Decimal] = Field(default_factory=dict, exclude_if=_empty)
     """The known amount per cost status (priced, estimated, not billed), in ``currency``; a
     status whose calls mix currencies is left out."""
+    chains_by_status: dict[str, Count] = Field(default_factory=dict, exclude_if=_empty)
+    """The request's rerank chains per outcome status (``ok``, ``degraded``, ``aborted``...)."""

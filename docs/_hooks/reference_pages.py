@@ -1,0 +1,102 @@
+"""MkDocs hooks that give every public module of spanledger a page in the API reference.
+
+The pages are made at build time from the package itself, so a module added to spanledger is
+documented (and its docstrings checked by ``mkdocs build --strict``) without anyone editing
+the navigation. Each page renders one top-level module or package with its public submodules.
+"""
+
+from __future__ import annotations
+
+import pkgutil
+from pathlib import Path
+from typing import Any
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.structure.files import File, Files
+
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "spanledger"
+
+SECTION = "API reference"
+"""The nav entry whose list the generated pages are appended to."""
+
+FIRST = (
+    "providers",
+    "instrumentation",
+    "recorder",
+    "events",
+    "exporters",
+    "ledger",
+    "attribution",
+    "testing",
+    "configuration",
+    "eventlog",
+)
+"""The modules a reader looks for first, in this order; the rest follow by name."""
+
+COMMANDS = {"cli", "demo"}
+"""Modules that are the command line, documented as commands in the guides, not as an API."""
+
+
+def public_modules() -> list[str]:
+    """The dotted names of spanledger itself and its public top-level modules, in nav order."""
+    found = {
+        module.name
+        for module in pkgutil.iter_modules([str(PACKAGE)])
+        if not module.name.startswith("_") and module.name not in COMMANDS
+    }
+    ordered = [name for name in FIRST if name in found]
+    ordered += sorted(found - set(ordered))
+    return ["spanledger", *(f"spanledger.{name}" for name in ordered)]
+
+
+def page_path(module: str) -> str:
+    return f"reference/{module}.md"
+
+
+def page_text(module: str) -> str:
+    if module == "spanledger":
+        return top_level_text()
+    return f"---\ntitle: {module}\n---\n\n::: {module}\n"
+
+
+def top_level_text() -> str:
+    """The package's own page: its docstring and each top-level name linked to its home.
+
+    The names are documented where they are defined; rendering them here as well would give
+    each two primary anchors, which cross-references could not choose between.
+    """
+    import spanledger
+
+    homes: dict[str, str] = spanledger._HOMES  # each public name's defining module
+    rows = []
+    for name in sorted(homes, key=str.lower):
+        home = homes[name]
+        if home == f"spanledger.{name}":
+            rows.append(f"| [`{name}`][{home}] | the module itself |")
+        else:
+            rows.append(f"| [`{name}`][{home}.{name}] | [`{home}`][{home}] |")
+    table = "\n".join(["| name | defined in |", "|---|---|", *rows])
+    return (
+        "---\ntitle: spanledger\n---\n\n"
+        "::: spanledger\n    options:\n      members: false\n      show_submodules: false\n\n"
+        "## Top-level names\n\n"
+        "`import spanledger` is cheap: each of these loads its module on first use.\n\n"
+        f"{table}\n"
+    )
+
+
+def on_config(config: MkDocsConfig) -> MkDocsConfig:
+    """Append one nav entry per public module to the API reference section."""
+    for entry in config.nav or []:
+        if isinstance(entry, dict) and SECTION in entry:
+            pages = entry[SECTION]
+            pages.extend({module: page_path(module)} for module in public_modules())
+            return config
+    raise ValueError(f"mkdocs.yml has no nav section named {SECTION!r}")
+
+
+def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
+    """Add each module's page, made here rather than written in docs/."""
+    for module in public_modules():
+        files.append(File.generated(config, page_path(module), content=page_text(module)))
+    return files
