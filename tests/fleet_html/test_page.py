@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from collections import defaultdict
@@ -12,7 +13,6 @@ import pytest
 
 import spanledger.fleet.scan as scan_module
 from spanledger.cli import main
-from spanledger.fleet import html_charts
 from spanledger.fleet.html_page import MAX_TABLE_ROWS
 from spanledger.fleet.html_series import MAX_DAYS, MAX_MODELS
 from spanledger.ledger import example_prices_path
@@ -86,7 +86,7 @@ def test_the_summary_and_status_chart_hold_the_text_reports_counts(log: Path) ->
         f"{status} · calls": count for status, count in counts.items()
     }
     assert {label: value for value, label in page.tiles} == {
-        **{status: count for status, count in counts.items()},
+        **dict(counts.items()),
         "calls": text.splitlines()[0].split()[0],
         "known spend (USD)": "0.0003 USD",
         "known spend (EUR)": "0.0001 EUR",
@@ -190,7 +190,8 @@ def test_the_page_fetches_nothing(log: Path) -> None:
         for tag, attrs in page.elements
         if tag == "meta" and attrs.get("http-equiv") == "Content-Security-Policy"
     ]
-    assert policies and "default-src 'none'" in str(policies[0])
+    assert policies
+    assert "default-src 'none'" in str(policies[0])
     assert "script-src" not in str(policies[0])
 
 
@@ -287,11 +288,11 @@ def test_days_are_utc_days(tmp_path: Path) -> None:
 def test_a_missing_charting_library_is_named_before_any_read(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, log: Path
 ) -> None:
-    monkeypatch.setattr(html_charts.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     scans: list[object] = []
     monkeypatch.setattr(scan_module, "scan_logs", lambda *a, **k: scans.append(a))
     target = tmp_path / "out.html"
-    status, out, err = run("report", str(log), "--html", str(target))
+    status, _out, err = run("report", str(log), "--html", str(target))
     assert status == 1
     assert "pip install 'spanledger[html]'" in err
     assert err.count("\n") == 1
@@ -311,5 +312,6 @@ def test_html_is_one_output_among_json_and_csv(
 def test_an_unwritable_target_is_one_line(tmp_path: Path, log: Path) -> None:
     status, _, err = run("report", str(log), "--html", str(tmp_path / "no" / "such" / "r.html"))
     assert status == 1
-    assert err.startswith("error: ") and err.count("\n") == 1
+    assert err.startswith("error: ")
+    assert err.count("\n") == 1
     assert list(tmp_path.iterdir()) == [log]
