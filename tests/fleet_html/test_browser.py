@@ -75,6 +75,11 @@ def _texts(session: Chrome, selector: str) -> list[str]:
     return found
 
 
+def _log(session: Any, kind: str) -> list[dict[str, Any]]:
+    """The browser's ``kind`` log since last read (selenium leaves ``get_log`` untyped)."""
+    return list(session.get_log(kind))
+
+
 def _requested(performance_log: list[dict[str, Any]], page: str) -> set[str]:
     """What the page asked for, and anything at all that went to a network (what Chromium's
     own ``chrome://`` pages load from themselves is neither)."""
@@ -97,8 +102,8 @@ def test_the_page_in_chromium_is_offline_quiet_and_holds_the_figures(tmp_path: P
     _, text, _ = run("report", str(log))
     with _chromium(tmp_path / "profile") as session:
         session.get(target.as_uri())
-        console = session.get_log("browser")
-        requested = _requested(session.get_log("performance"), target.as_uri())
+        console = _log(session, "browser")
+        requested = _requested(_log(session, "performance"), target.as_uri())
         resources = session.execute_script(
             "return performance.getEntriesByType('resource').map(e => e.name)"
         )
