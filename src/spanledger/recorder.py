@@ -37,10 +37,12 @@ from spanledger.events import (
     RerankFailedEvent,
 )
 from spanledger.ledger import Pricer, PriceTable, Pricing
+from spanledger.outcomes import RerankOutcome
 
 __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT",
     "CallScope",
+    "ChainAwareSink",
     "Processor",
     "ProcessorStats",
     "Recorder",
@@ -84,6 +86,17 @@ class RequestAwareSink(Protocol):
 
 
 @runtime_checkable
+@runtime_checkable
+class ChainAwareSink(Protocol):
+    """A sink that hears rerank chains begin and end (the OTel exporter renders each chain as
+    one span): ``chain_started`` returns a handle that ``chain_ended`` is given back with the
+    chain's outcome. ``document_count`` is ``None`` for a request refused before it ran."""
+
+    def chain_started(self, document_count: int | None, top_k: int | None) -> object: ...
+
+    def chain_ended(self, handle: object, outcome: RerankOutcome) -> None: ...
+
+
 class Processor(Protocol):
     """Turns each event into the one the sinks receive (a copy with a field set, say), before
     fan-out. ``spanledger.ledger.Pricing`` is one."""
@@ -241,6 +254,9 @@ class Recorder:
         self._request_sinks = tuple(
             slot for slot in self._slots if isinstance(slot.sink, RequestAwareSink)
         )
+        self._chain_sinks = tuple(
+            slot for slot in self._slots if isinstance(slot.sink, ChainAwareSink)
+        )
         self._lock = _forksafe.lock(self, "_lock")
         self._scope_logged: set[str] = set()
 
@@ -350,6 +366,31 @@ class Recorder:
                 slot.sink.request_ended(handle)  # type: ignore[union-attr]
             except Exception as exc:
                 self._count_failure(slot, exc, "request_ended")
+
+    def chain_started(
+        self, document_count: int | None, top_k: int | None
+    ) -> tuple[tuple[_SinkSlot, object], ...]:
+        """Tell chain-aware sinks that a rerank chain began; what each opened is handed back
+        to ``chain_ended``."""
+        if not self._chain_sinks:
+            return ()
+        opened: list[tuple[_SinkSlot, object]] = []
+        for slot in self._chain_sinks:
+            try:
+                opened.append((slot, slot.sink.chain_started(document_count, top_k)))  # type: ignore[union-attr]
+            except Exception as exc:
+                self._count_failure(slot, exc, "chain_started")
+        return tuple(opened)
+
+    def chain_ended(
+        self, opened: tuple[tuple[_SinkSlot, object], ...], outcome: RerankOutcome
+    ) -> None:
+        """Hand each chain-aware sink the chain's outcome, in the reverse order."""
+        for slot, handle in reversed(opened):
+            try:
+                slot.sink.chain_ended(handle, outcome)  # type: ignore[union-attr]
+            except Exception as exc:
+                self._count_failure(slot, exc, "chain_ended")
 
     def record_attribution(self, record: AttributionRecord) -> None:
         """Hand a request's attribution summary to every sink that takes one."""

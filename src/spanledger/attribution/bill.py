@@ -24,6 +24,7 @@ from spanledger.events import (
 )
 from spanledger.ledger import Pricer
 from spanledger.ledger.report import AMOUNT_STATUSES
+from spanledger.outcomes import RerankOutcome
 
 __all__ = ["RequestReport"]
 
@@ -36,6 +37,8 @@ class RequestReport:
     attribution: AttributionReport
     events: tuple[Event, ...]
     cost_lines: tuple[CostLine | None, ...]
+    outcomes: tuple[RerankOutcome, ...] = ()
+    """The request's rerank chains (their attempts' calls are among ``events``)."""
 
     @classmethod
     def build(
@@ -44,12 +47,21 @@ class RequestReport:
         attribution: AttributionReport,
         events: Sequence[Event],
         ledger: Pricer | None = None,
+        *,
+        outcomes: Sequence[RerankOutcome] = (),
     ) -> RequestReport:
         lines = tuple(
             event.cost if event.cost is not None else (ledger.price(event) if ledger else None)
             for event in events
         )
-        return cls(request_id, attribution, tuple(events), lines)
+        return cls(request_id, attribution, tuple(events), lines, tuple(outcomes))
+
+    def chains_by_status(self) -> dict[str, int]:
+        """The request's rerank chains per outcome status (``ok``, ``degraded``, ...)."""
+        counts: dict[str, int] = {}
+        for outcome in self.outcomes:
+            counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        return counts
 
     def billed(self) -> tuple[int, int, int]:
         """(input tokens, search units, calls whose usage was not reported), as billed."""
@@ -156,6 +168,7 @@ class RequestReport:
                 for status, (_, known) in by_status.items()
                 if known is not None and status in AMOUNT_STATUSES
             },
+            chains_by_status=self.chains_by_status(),
         )
 
     def render(self) -> str:
@@ -176,6 +189,11 @@ class RequestReport:
             )
             calls = "call " if count == 1 else "calls"
             lines.append(f"  cost {status:<11} {count:>3} {calls}  {money}")
+        if record.chains_by_status:
+            chains = ", ".join(
+                f"{count} {status}" for status, count in sorted(record.chains_by_status.items())
+            )
+            lines.append(f"  rerank chains: {chains}")
         if record.spend is not None:
             lines.append(f"  spend: {record.spend:f} {record.currency or ''}".rstrip())
         else:

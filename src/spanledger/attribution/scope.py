@@ -21,6 +21,7 @@ from spanledger.attribution.bill import RequestReport
 from spanledger.attribution.tracker import FrameTracker
 from spanledger.events import Event
 from spanledger.ledger import Pricer, PriceTable, as_pricer
+from spanledger.outcomes import RerankOutcome
 from spanledger.recorder import current_scope, enter_scope, exit_scope, get_recorder
 
 __all__ = ["RequestScope", "carry", "current_request", "request"]
@@ -38,6 +39,7 @@ class RequestScope:
             raise ValueError("request_id must be a non-empty string")
         self.request_id = request_id
         self._events: list[Event] = []
+        self._outcomes: list[RerankOutcome] = []
         self._lock = _forksafe.lock(self, "_lock")
         self.frames = FrameTracker()
         self.serve = self.frames.serve
@@ -62,6 +64,7 @@ class RequestScope:
             self.frames.report(budget_requested=budget_requested),
             self.events,
             as_pricer(prices, warn=False) if prices is not None else None,
+            outcomes=self.outcomes,
         )
         if emit:
             get_recorder().record_attribution(report.record())
@@ -72,6 +75,17 @@ class RequestScope:
         """The events emitted inside this scope, in emission order (a copy)."""
         with self._lock:
             return list(self._events)
+
+    @property
+    def outcomes(self) -> list[RerankOutcome]:
+        """The outcomes of the rerank chains run inside this scope, in order (a copy)."""
+        with self._lock:
+            return list(self._outcomes)
+
+    def add_outcome(self, outcome: RerankOutcome) -> None:
+        """Keep a rerank chain's outcome (the chain calls this)."""
+        with self._lock:
+            self._outcomes.append(outcome)
 
     def add(self, event: Event) -> None:
         """Keep an event emitted inside the scope (the recorder calls this)."""

@@ -40,6 +40,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from spanledger import _forksafe
 from spanledger._logs import get_logger
+from spanledger.breakers import STATE_VALUES, live_breakers
 from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine
 from spanledger.events import (
     EmbeddingEvent,
@@ -114,6 +115,18 @@ def metrics_for(
                 meter, latest=latest, label_sets=label_sets
             )
         return found
+
+
+def _breaker_states(options: CallbackOptions) -> Iterable[Observation]:
+    """Every live circuit breaker's state, by provider and model."""
+    for breaker in live_breakers():
+        yield Observation(
+            STATE_VALUES[breaker.state],
+            {
+                "gen_ai.provider.name": encodable(breaker.provider),
+                "gen_ai.request.model": encodable(breaker.model),
+            },
+        )
 
 
 def _measurable(value: object) -> bool:
@@ -239,6 +252,17 @@ class GenAIMetrics:
             unit="{call}",
             description="Calls recorded under the overflow model label (too many label sets).",
         )
+        self.chain_outcomes = meter.create_counter(
+            "spanledger.rerank_chain.outcomes",
+            unit="{chain}",
+            description="Rerank chains by outcome status (ok, degraded, aborted, ...).",
+        )
+        meter.create_observable_gauge(
+            "spanledger.breaker.state",
+            callbacks=[_breaker_states],
+            unit="1",
+            description="Each circuit breaker's state: 0 closed, 1 open, 2 half-open.",
+        )
         self._attribute_cache: dict[tuple[bool, str, str, str | None, bool], dict[str, Any]] = {}
         self._label_sets: set[tuple[bool, str, str]] = set()
         self._overflow_providers: set[str] = set()
@@ -254,6 +278,10 @@ class GenAIMetrics:
             callbacks=[self._on_collect],
             description="Reports nothing: its callback records queued calls before a collection.",
         )
+
+    def chain_ended(self, status: str) -> None:
+        """Count a chain's outcome (a handful of statuses: bounded labels)."""
+        self.chain_outcomes.add(1, {"spanledger.chain.status": status})
 
     def take(self, event: Event, span: SpanContext | None) -> None:
         """Queue the call's figures; once the queue is full, record a few, unless a collection

@@ -38,6 +38,7 @@ from spanledger.events import (
     FailedEvent,
     RerankUsage,
 )
+from spanledger.exporters._chain_span import ChainHandle, end_chain_span, start_chain_span
 from spanledger.exporters._otel_metrics import (
     DEFAULT_LABEL_SETS,
     DURATION_BUCKETS,
@@ -57,6 +58,7 @@ from spanledger.exporters._payload import (
     payload_fields,
 )
 from spanledger.exporters._text import encodable
+from spanledger.outcomes import RerankOutcome
 
 if TYPE_CHECKING:
     from spanledger.exporters.delivery import DeliveryStats
@@ -218,6 +220,8 @@ def _attributes(
             attributes["langfuse.observation.usage_details"] = "{" + ",".join(details) + "}"
         if event.malformed_usage:
             attributes["spanledger.usage.malformed"] = list(event.malformed_usage)
+        if event.usage_source is not None:
+            attributes["spanledger.usage.source"] = event.usage_source
         if isinstance(event, EmbeddingEvent):
             if event.dimensions is not None:
                 attributes["gen_ai.embeddings.dimension.count"] = event.dimensions
@@ -303,6 +307,8 @@ def attribution_attributes(record: AttributionRecord) -> dict[str, Any]:
         attributes[f"spanledger.attribution.calls.{encodable(status)}"] = calls
     for status, amount in record.spend_by_status.items():
         attributes[f"spanledger.attribution.spend.{encodable(status)}"] = float(amount)
+    for status, chains in record.chains_by_status.items():
+        attributes[f"spanledger.attribution.chains.{encodable(status)}"] = chains
     if record.problems:  # why it is not reconcilable: frame ids and counts, never text
         shown = record.problems[:MAX_PROBLEMS_SHOWN]
         attributes["spanledger.attribution.problems"] = [encodable(p) for p in shown]
@@ -586,6 +592,19 @@ class OtelExporter:
                     "exception.message": event.error_message or event.error_category.value,
                 },
             )
+
+    def chain_started(self, document_count: int | None, top_k: int | None) -> ChainHandle:
+        """Open a rerank chain's span, current while the chain runs."""
+        return start_chain_span(self._tracer, document_count, top_k)
+
+    def chain_ended(self, handle: ChainHandle, outcome: RerankOutcome) -> None:
+        """End the chain's span with its outcome and attempts; count the outcome."""
+        try:
+            end_chain_span(handle, outcome)
+        finally:
+            metrics = self._current_metrics()
+            if metrics is not None:
+                metrics.chain_ended(outcome.status)
 
     def attribution(self, record: AttributionRecord) -> None:
         """Put the request's attribution on the request's span (while its scope is open; else

@@ -14,40 +14,49 @@ from decimal import Decimal
 from spanledger.costs import CostCode, CostLine
 from spanledger.ledger.prices import PriceTable
 from spanledger.ledger.pricing import local_model, not_billed, price_by_rule, price_usage
-from spanledger.outcomes import RerankOutcome
+from spanledger.outcomes import FallbackAttempt, Reason, RerankOutcome
 
 __all__ = ["outcome_spend", "price_outcome"]
 
 
 def price_outcome(prices: PriceTable, outcome: RerankOutcome) -> list[CostLine]:
     """One cost line per attempt, in order; their sum is the chain's rerank spend."""
-    lines: list[CostLine] = []
-    for attempt in outcome.attempts:
-        if attempt.status == "skipped":
-            lines.append(not_billed("not attempted: the deadline ran out", CostCode.NOT_ATTEMPTED))
-        elif attempt.status == "failed" and attempt.usage is None:
-            lines.append(not_billed(f"failed ({attempt.reason}) before the provider billed it"))
-        elif attempt.usage is None and attempt.billing == "queries" and attempt.document_count:
-            lines.append(
-                price_by_rule(
-                    prices,
-                    attempt.provider,
-                    attempt.model,
-                    attempt.started_at,
-                    attempt.document_count,
-                )
-            )
-        else:
-            line = price_usage(
-                prices,
-                attempt.provider,
-                attempt.model,
-                attempt.started_at,
-                attempt.usage,
-                estimated=attempt.usage_estimated,
-            )
-            lines.append(local_model(line) if attempt.billing == "local" else line)
-    return lines
+    return [_price_attempt(prices, attempt) for attempt in outcome.attempts]
+
+
+def _price_attempt(prices: PriceTable, attempt: FallbackAttempt) -> CostLine:
+    local = attempt.billing == "local"
+    if attempt.status == "skipped":
+        why = _SKIPPED.get(attempt.reason or "", attempt.reason)
+        return not_billed(f"not attempted: {why}", CostCode.NOT_ATTEMPTED)
+    if attempt.usage is None and attempt.status in ("failed", "aborted"):
+        if local:
+            return not_billed("a local step failed: no vendor bills it", CostCode.LOCAL_MODEL)
+        return not_billed(f"{attempt.status} ({attempt.reason}) before the provider billed it")
+    if attempt.usage is None and attempt.billing == "queries" and attempt.document_count:
+        return price_by_rule(
+            prices, attempt.provider, attempt.model, attempt.started_at, attempt.document_count
+        )
+    line = price_usage(
+        prices,
+        attempt.provider,
+        attempt.model,
+        attempt.started_at,
+        attempt.usage,
+        estimated=attempt.usage_estimated,
+    )
+    return local_model(line) if local else line
+
+
+_SKIPPED = {
+    Reason.DEADLINE_EXHAUSTED: "the deadline ran out",
+    Reason.CIRCUIT_OPEN: "its circuit breaker was open",
+    Reason.NO_API_KEY: "no API key",
+    Reason.GATE_DECLINED: "its gate declined it",
+    Reason.GATE_FAILED: "its gate failed",
+    Reason.GATE_TIMEOUT: "its gate did not answer before the deadline",
+    Reason.IDENTITY: "the identity step keeps the input order",
+}
 
 
 def outcome_spend(lines: Sequence[CostLine]) -> Decimal | None:

@@ -117,6 +117,11 @@ class _Mapping(ABC):
         """How many inputs one request carries when the caller does not say."""
         return self.endpoint.default_chunk_size
 
+    @property
+    def key_needed(self) -> str | None:
+        """The variable naming the key a call to the vendor's own API lacks, if it lacks one."""
+        return self._key_needed
+
     def require_key(self) -> None:
         """Refuse, before anything is sent, a call to the vendor's own API with no key."""
         if self._key_needed is not None:

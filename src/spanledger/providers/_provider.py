@@ -108,6 +108,12 @@ class _Provider:
         """The endpoint this instance posts to."""
         return self._mapping.url
 
+    @property
+    def missing_key(self) -> str | None:
+        """The variable a call would be refused for naming, when this instance calls the
+        vendor's own API with no key (``None``: a key is set, or the origin needs none)."""
+        return self._mapping.key_needed
+
     def _call_timeout(self, timeout: Timeout) -> Timeout:
         """A per-call ``timeout`` overrides the instance's."""
         return timeout if timeout is not None else self._timeout

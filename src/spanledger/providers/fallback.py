@@ -1,197 +1,453 @@
-"""Fallback chains for rerank: try providers in order under one deadline, never raise.
+"""Rerank chains that never fail: try each step in turn under one deadline, always return.
 
-Every attempt is recorded (answered, failed, timed out, or skipped when the deadline ran out)
-with its usage, so the ledger can price each one (``spanledger.ledger.price_outcome``): an
-abandoned attempt may have been billed, and a fallback must not hide an earlier attempt's spend.
-Each step that calls a provider still emits its own event to the recorder.
+A step is anything that ranks (``spanledger.providers.steps``): a remote reranker, a local
+cross-encoder, BM25, the input order, or your function. Before a step runs, its circuit breaker
+(``breakers=``) and its gate may skip it; a step never starts on a spent budget. Every step's
+answer is checked against the outcome contract (``_contract``) before it is kept; one that
+breaks it is ``invalid_results`` and the chain moves on. Every step, answered or not, is an
+attempt on the outcome with its status, reason, duration and usage (estimated for a step
+abandoned after sending, which may still have been billed), so the ledger can price each one
+(``spanledger.ledger.price_outcome``). ``on_attempt`` sees each attempt as it ends.
+
+The chain never raises: a bad request (a blank query, a step that is not a step, a bad
+setting) is an ``invalid_request`` outcome with no call made; the caller's cancellation (a
+``CancelToken`` or ``threading.Event``, or cancelling the task in async code) is an ``aborted``
+outcome with every attempt so far. Each provider step still emits its own event; the chain is
+one span with every attempt on it (its sinks hear ``chain_started`` / ``chain_ended``), and an
+open request scope keeps the outcome for its report.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
-from spanledger.errors import ErrorCategory, ProviderError
-from spanledger.estimates import ABANDONED_ERROR_TYPES, estimate_rerank_usage, may_have_billed
-from spanledger.events import RerankResponse, ScoredDocument
-from spanledger.outcomes import AttemptStatus, FallbackAttempt, RerankOutcome
-from spanledger.providers._provider import RerankProvider
+from spanledger._logs import get_logger
+from spanledger.attribution import current_request
+from spanledger.breakers import Breakers, CircuitBreaker
+from spanledger.outcomes import AttemptStatus, FallbackAttempt, Reason, RerankOutcome
+from spanledger.providers._bounded import (
+    Cancellable,
+    CancelToken,
+    Finished,
+    arun_in_thread,
+    run_in_thread,
+)
+from spanledger.providers._chain import (
+    NOTHING_TO_DO,
+    Chain,
+    OnAttempt,
+    invalid_request,
+    request_problem,
+    steps_of,
+)
+from spanledger.providers.steps import RerankStep
+from spanledger.recorder import Recorder, get_recorder
 
 __all__ = [
     "AttemptStatus",
+    "CancelToken",
     "FallbackAttempt",
+    "Reason",
     "RerankOutcome",
     "awith_fallback",
     "with_fallback",
 ]
 
-_NOTHING_TO_DO = "nothing to rerank"
+_log = get_logger("spanledger.providers")
 
 
 def with_fallback(
-    steps: Sequence[RerankProvider],
+    steps: Sequence[object],
     query: str,
     documents: Sequence[str],
     *,
     top_k: int | None = None,
     deadline: float = 10.0,
     step_timeout: float | None = None,
+    breakers: Breakers | None = None,
+    cancel: Cancellable | None = None,
+    on_attempt: OnAttempt | None = None,
+    recorder: Recorder | None = None,
 ) -> RerankOutcome:
-    """Rerank with each step in turn until one answers, within ``deadline`` seconds overall
-    (and ``step_timeout`` seconds per step, when given).
+    """Rerank with each step in turn until one's answer keeps the contract, within
+    ``deadline`` seconds overall (and ``step_timeout`` seconds per step, or a step's own).
 
-    Never raises because of a step (a provider failure, a closed provider, a bug): every step
-    that fails is recorded, and when every step fails the results are the input order.
+    ``breakers``: circuit breakers shared across calls, one per provider and model;
+    ``cancel``: a ``CancelToken`` or ``threading.Event`` that aborts the chain when set;
+    ``on_attempt``: called with each attempt as it ends. Never raises.
     """
-    if not documents or top_k == 0:
-        return RerankOutcome(status="skipped", reason=_NOTHING_TO_DO)
-    start = time.monotonic()
-    attempts: list[FallbackAttempt] = []
-    for step in steps:
-        budget = _budget(start, deadline, step_timeout)
-        if budget is None:
-            attempts.append(_skipped(step))
-            continue
-        started, t0 = datetime.now(UTC), time.perf_counter()
-        try:
-            answer = step.rerank(query, documents, top_k=top_k, timeout=budget)
-        except Exception as error:  # a step never breaks the chain
-            attempts.append(_failed(step, error, started, t0, query, documents))
-            continue
-        attempts.append(_answered(step, answer, started, t0, len(documents)))
-        return _finish(attempts, answer, len(documents), top_k)
-    return _finish(attempts, None, len(documents), top_k)
+    chain = _prepared(steps, query, documents, top_k, deadline, step_timeout, breakers, on_attempt)
+    sinks = _opened(recorder, chain)
+    if isinstance(chain, RerankOutcome):
+        return _delivered(chain, sinks)
+    try:
+        outcome = _run_sync(chain, cancel)
+    except Exception as bug:  # the chain never raises: keep what it has
+        _log.error("chain_failed", error_type=type(bug).__name__)
+        outcome = chain.outcome(None)
+    except BaseException:  # the process is being interrupted: close the chain's span first
+        _delivered(chain.aborted(), sinks)
+        raise
+    return _delivered(outcome, sinks)
 
 
 async def awith_fallback(
-    steps: Sequence[RerankProvider],
+    steps: Sequence[object],
     query: str,
     documents: Sequence[str],
     *,
     top_k: int | None = None,
     deadline: float = 10.0,
     step_timeout: float | None = None,
+    breakers: Breakers | None = None,
+    cancel: CancelToken | None = None,
+    on_attempt: OnAttempt | None = None,
+    recorder: Recorder | None = None,
 ) -> RerankOutcome:
-    """The async twin of ``with_fallback``; a step still running at the deadline is cancelled."""
-    if not documents or top_k == 0:
-        return RerankOutcome(status="skipped", reason=_NOTHING_TO_DO)
-    start = time.monotonic()
-    attempts: list[FallbackAttempt] = []
-    for step in steps:
-        budget = _budget(start, deadline, step_timeout)
-        if budget is None:
-            attempts.append(_skipped(step))
-            continue
-        started, t0 = datetime.now(UTC), time.perf_counter()
-        try:
-            answer = await asyncio.wait_for(
-                step.arerank(query, documents, top_k=top_k, timeout=budget), budget
-            )
-        except Exception as error:  # a step never breaks the chain
-            # wait_for's TimeoutError means the step was cancelled at its budget: abandoned
-            cause = asyncio.CancelledError() if isinstance(error, TimeoutError) else error
-            attempts.append(_failed(step, cause, started, t0, query, documents))
-            continue
-        attempts.append(_answered(step, answer, started, t0, len(documents)))
-        return _finish(attempts, answer, len(documents), top_k)
-    return _finish(attempts, None, len(documents), top_k)
+    """The async twin of ``with_fallback``: a step still running at its budget is cancelled,
+    and cancelling the task that awaits the chain (or ``cancel``) ends it as ``aborted`` —
+    the chain returns its outcome instead of re-raising the cancellation."""
+    chain = _prepared(steps, query, documents, top_k, deadline, step_timeout, breakers, on_attempt)
+    sinks = _opened(recorder, chain)
+    if isinstance(chain, RerankOutcome):
+        return _delivered(chain, sinks)
+    try:
+        outcome = await _run_async(chain, cancel)
+    except Exception as bug:
+        _log.error("chain_failed", error_type=type(bug).__name__)
+        outcome = chain.outcome(None)
+    except BaseException:
+        _delivered(chain.aborted(), sinks)
+        raise
+    return _delivered(outcome, sinks)
 
 
-def _budget(start: float, deadline: float, step_timeout: float | None) -> float | None:
-    """Seconds the next step may take, or ``None`` when the chain's deadline has run out."""
-    remaining = deadline - (time.monotonic() - start)
-    if remaining <= 0:
+def _prepared(
+    steps: object,
+    query: object,
+    documents: object,
+    top_k: object,
+    deadline: object,
+    step_timeout: object,
+    breakers: object,
+    on_attempt: object,
+) -> Chain | RerankOutcome:
+    """The chain to run, or the outcome of a request that needs no run."""
+    try:
+        problem = request_problem(query, documents, top_k, deadline, step_timeout)
+        if problem is None and breakers is not None and not isinstance(breakers, Breakers):
+            problem = f"breakers must be a Breakers, not {type(breakers).__name__}"
+        if problem is None and on_attempt is not None and not callable(on_attempt):
+            problem = "on_attempt must be callable"
+        if problem is not None:
+            return invalid_request(problem)
+        made = steps_of(steps)
+        if isinstance(made, str):
+            return invalid_request(made)
+        assert isinstance(query, str)
+        assert isinstance(documents, Sequence)
+        if not documents or top_k == 0:
+            return RerankOutcome(status="skipped", reason=NOTHING_TO_DO)
+        return Chain(
+            made,
+            query,
+            documents,
+            top_k,  # type: ignore[arg-type]
+            float(deadline),  # type: ignore[arg-type]
+            None if step_timeout is None else float(step_timeout),  # type: ignore[arg-type]
+            breakers,  # type: ignore[arg-type]
+            on_attempt,  # type: ignore[arg-type]
+        )
+    except Exception as bug:
+        return invalid_request(f"the request could not be read ({type(bug).__name__})")
+
+
+def _opened(
+    recorder: Recorder | None, chain: Chain | RerankOutcome
+) -> tuple[Recorder, object] | None:
+    """Tell the chain-aware sinks a chain began (the OTel exporter opens its span)."""
+    target = recorder if recorder is not None else get_recorder()
+    try:
+        if isinstance(chain, RerankOutcome):
+            return target, target.chain_started(None, None)
+        return target, target.chain_started(chain.count, chain.top_k)
+    except Exception as exc:
+        _log.warning("chain_span_failed", error_type=type(exc).__name__)
         return None
-    return remaining if step_timeout is None else min(step_timeout, remaining)
 
 
-def _answered(
-    step: RerankProvider, answer: RerankResponse, started: datetime, t0: float, documents: int
-) -> FallbackAttempt:
-    return FallbackAttempt(
-        provider=step.provider,
-        model=step.model,
-        status="ok",
-        started_at=started,
-        duration_ms=(time.perf_counter() - t0) * 1000,
-        usage=answer.usage,
-        billing=step.billing,
-        document_count=documents,
-    )
+def _delivered(outcome: RerankOutcome, sinks: tuple[Recorder, object] | None) -> RerankOutcome:
+    """Hand the outcome to the request scope and to the sinks that heard the chain start."""
+    try:
+        scope = current_request()
+        if scope is not None:
+            scope.add_outcome(outcome)
+        if sinks is not None:
+            target, handles = sinks
+            target.chain_ended(handles, outcome)  # type: ignore[arg-type]
+    except Exception as exc:
+        _log.warning("chain_outcome_not_delivered", error_type=type(exc).__name__)
+    return outcome
 
 
-def _failed(
-    step: RerankProvider,
-    error: BaseException,
+# -------------------------------------------------------------------- the sync runner
+
+
+class _Aborted(Exception):
+    """The caller cancelled the chain while it waited."""
+
+
+def _run_sync(chain: Chain, cancel: Cancellable | None) -> RerankOutcome:
+    for step in chain.steps:
+        if cancel is not None and cancel.is_set():
+            return chain.aborted()
+        ready, breaker = _ready(chain, step)
+        if not ready:
+            continue
+        if step.gate is not None:
+            try:
+                reason = _sync_gate(chain, step, cancel)
+            except _Aborted:
+                _release(breaker)
+                return chain.aborted()
+            if reason is not None:
+                _release(breaker)
+                chain.skipped(step, reason, breaker)
+                continue
+        budget = chain.budget(step)
+        if budget is None:
+            _release(breaker)
+            chain.skipped(step, Reason.DEADLINE_EXHAUSTED, breaker)
+            continue
+        if step.kind == "identity":
+            chain.skipped(step, Reason.IDENTITY)
+            return chain.outcome(None)
+        started, t0 = datetime.now(UTC), time.perf_counter()
+        if step.cooperative and cancel is None:
+            try:
+                answer = step.rank(chain.query, chain.documents, chain.top_k, budget)
+            except Exception as error:
+                chain.raised(step, error, started, t0, breaker)
+                continue
+            finished = Finished("done", answer)
+        else:
+            finished = run_in_thread(
+                lambda step=step, budget=budget: step.rank(  # type: ignore[misc]
+                    chain.query, chain.documents, chain.top_k, budget
+                ),
+                budget,
+                cancel,
+            )
+        results = _settled(chain, step, finished, started, t0, breaker)
+        if finished.how == "cancelled":
+            return chain.aborted()
+        if results is not None:
+            return chain.outcome(results)
+    return chain.outcome(None)
+
+
+def _ready(chain: Chain, step: RerankStep) -> tuple[bool, CircuitBreaker | None]:
+    """Checks that need no waiting: the deadline, the key, the breaker. Whether the step may
+    go on (else it was recorded as skipped), and its breaker, which has let the call through."""
+    if chain.remaining() <= 0:
+        chain.skipped(step, Reason.DEADLINE_EXHAUSTED)
+        return False, None
+    if step.missing_key is not None:
+        chain.skipped(step, Reason.NO_API_KEY, detail=f"set {step.missing_key}")
+        return False, None
+    breaker = chain.breaker(step)
+    if breaker is not None and not breaker.allow():
+        chain.skipped(step, Reason.CIRCUIT_OPEN, breaker)
+        return False, None
+    return True, breaker
+
+
+def _release(breaker: CircuitBreaker | None) -> None:
+    if breaker is not None:
+        breaker.released()
+
+
+def _sync_gate(chain: Chain, step: RerankStep, cancel: Cancellable | None) -> str | None:
+    gate = step.gate
+    assert gate is not None
+    check = chain.gate_check(step)
+    left = chain.remaining()
+    if left <= 0:
+        return Reason.DEADLINE_EXHAUSTED
+    finished = run_in_thread(lambda: gate(check), left, cancel)
+    if finished.how == "cancelled":
+        raise _Aborted
+    if finished.how == "timeout":
+        return Reason.GATE_TIMEOUT
+    if finished.how == "raised" or inspect.isawaitable(finished.value):
+        if inspect.iscoroutine(finished.value):
+            finished.value.close()  # an async gate in a sync chain cannot be awaited here
+        return Reason.GATE_FAILED
+    return chain.gate_verdict(finished.value)
+
+
+def _settled(
+    chain: Chain,
+    step: RerankStep,
+    finished: Finished,
     started: datetime,
     t0: float,
-    query: str,
-    documents: Sequence[str],
-) -> FallbackAttempt:
-    """A failed step; one the provider may have billed carries usage estimated from the
-    request, in the unit the endpoint bills by."""
-    elapsed_ms = (time.perf_counter() - t0) * 1000
-    if isinstance(error, ProviderError):
-        name, category, status = error.error_type, error.category, error.status_code
-        reason = category.value
-    else:
-        name, category, status = type(error).__name__, ErrorCategory.UNAVAILABLE, None
-        reason = name
-    abandoned = name in ABANDONED_ERROR_TYPES
-    billed = may_have_billed(category, name, status)
-    usage = estimate_rerank_usage(step.billing, query, documents) if billed else None
-    return FallbackAttempt(
-        provider=step.provider,
-        model=step.model,
-        status="timeout" if abandoned else "failed",
-        reason=reason,
-        started_at=started,
-        duration_ms=elapsed_ms,
-        usage=usage,
-        usage_estimated=usage is not None,
-        error_category=category,
-        billing=step.billing,
-        document_count=len(documents),
-    )
+    breaker: CircuitBreaker | None,
+) -> Any:
+    """Record how a step ended; its kept results, if any."""
+    if finished.how == "done":
+        return chain.answered(step, finished.value, started, t0, breaker)
+    if finished.how == "raised":
+        assert finished.error is not None
+        if not isinstance(finished.error, Exception):
+            chain.abandoned(step, started, t0, breaker, aborted=True)
+            return None
+        chain.raised(step, finished.error, started, t0, breaker)
+        return None
+    chain.abandoned(step, started, t0, breaker, aborted=finished.how == "cancelled")
+    return None
 
 
-def _skipped(step: RerankProvider) -> FallbackAttempt:
-    return FallbackAttempt(
-        provider=step.provider,
-        model=step.model,
-        status="skipped",
-        reason="deadline exhausted",
-        started_at=datetime.now(UTC),
-        billing=step.billing,
-    )
+# -------------------------------------------------------------------- the async runner
 
 
-def _finish(
-    attempts: list[FallbackAttempt],
-    answer: RerankResponse | None,
-    count: int,
-    top_k: int | None,
-) -> RerankOutcome:
-    if answer is not None:
-        index = len(attempts) - 1
-        return RerankOutcome(
-            status="ok" if index == 0 else "degraded",
-            reason=None if index == 0 else "answered by a fallback step",
-            results=list(answer.results),
-            attempts=attempts,
-            answered_by=index,
-        )
-    return RerankOutcome(
-        status="degraded",
-        reason="every step failed; results are the input order",
-        results=_input_order(count, top_k),
-        attempts=attempts,
-    )
+async def _run_async(chain: Chain, cancel: CancelToken | None) -> RerankOutcome:
+    waker = _TokenWaker(cancel) if cancel is not None else None
+    try:
+        for step in chain.steps:
+            if cancel is not None and cancel.is_set():
+                return chain.aborted()
+            ready, breaker = _ready(chain, step)
+            if not ready:
+                continue
+            if step.gate is not None:
+                try:
+                    reason = await _async_gate(chain, step, waker)
+                except (asyncio.CancelledError, _Aborted):
+                    _release(breaker)
+                    _uncancel()
+                    return chain.aborted()
+                if reason is not None:
+                    _release(breaker)
+                    chain.skipped(step, reason, breaker)
+                    continue
+            budget = chain.budget(step)
+            if budget is None:
+                _release(breaker)
+                chain.skipped(step, Reason.DEADLINE_EXHAUSTED, breaker)
+                continue
+            if step.kind == "identity":
+                chain.skipped(step, Reason.IDENTITY)
+                return chain.outcome(None)
+            started, t0 = datetime.now(UTC), time.perf_counter()
+            task = asyncio.ensure_future(
+                step.arank(chain.query, chain.documents, chain.top_k, budget)
+            )
+            try:
+                answer = await _bounded(task, budget, waker)
+            except (asyncio.CancelledError, _Aborted):
+                _uncancel()
+                await _cancelled(task)
+                chain.abandoned(step, started, t0, breaker, aborted=True)
+                _uncancel()
+                return chain.aborted()
+            except TimeoutError:
+                chain.abandoned(step, started, t0, breaker, aborted=False)
+                continue
+            except Exception as error:
+                chain.raised(step, error, started, t0, breaker)
+                continue
+            results = chain.answered(step, answer, started, t0, breaker)
+            if results is not None:
+                return chain.outcome(results)
+        return chain.outcome(None)
+    finally:
+        if waker is not None:
+            waker.close()
 
 
-def _input_order(count: int, top_k: int | None) -> list[ScoredDocument]:
-    """Input order, every score 0.0: a placeholder ranking, flagged by ``degraded``."""
-    size = count if top_k is None else min(count, top_k)
-    return [ScoredDocument(index=i, relevance_score=0.0) for i in range(size)]
+def _uncancel() -> None:
+    """Take back the cancellation the chain has answered with its ``aborted`` outcome."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        task.uncancel()
+
+
+class _TokenWaker:
+    """An asyncio future that resolves when the token is set (from any thread)."""
+
+    def __init__(self, token: CancelToken) -> None:
+        loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, self.future)
+
+        self.close = token.when_cancelled(wake)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _bounded(task: asyncio.Future[Any], budget: float, waker: _TokenWaker | None) -> Any:
+    """``task``'s result within ``budget`` seconds: ``TimeoutError`` (the task cancelled) at
+    the budget, ``_Aborted`` when the token is set first."""
+    waiting: set[asyncio.Future[Any]] = {task}
+    if waker is not None:
+        waiting.add(waker.future)
+    done, _ = await asyncio.wait(waiting, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        return task.result()
+    await _cancelled(task)
+    if waker is not None and waker.future in done:
+        raise _Aborted
+    raise TimeoutError
+
+
+_SETTLE = 0.1
+"""Seconds a cancelled step gets to unwind (its call records its own event as it does)."""
+
+
+async def _cancelled(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` and give it a moment to unwind; one that ignores cancellation is left."""
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await asyncio.wait({task}, timeout=_SETTLE)
+
+
+async def _async_gate(chain: Chain, step: RerankStep, waker: _TokenWaker | None) -> str | None:
+    gate = step.gate
+    assert gate is not None
+    check = chain.gate_check(step)
+    left = chain.remaining()
+    if left <= 0:
+        return Reason.DEADLINE_EXHAUSTED
+    if inspect.iscoroutinefunction(gate):
+        task = asyncio.ensure_future(gate(check))
+        try:
+            verdict = await _bounded(task, left, waker)
+        except TimeoutError:
+            return Reason.GATE_TIMEOUT
+        except (asyncio.CancelledError, _Aborted):
+            task.cancel()
+            raise
+        except Exception:
+            return Reason.GATE_FAILED
+        return chain.gate_verdict(verdict)
+    finished = await arun_in_thread(lambda: gate(check), left)
+    if waker is not None and waker.future.done():
+        raise _Aborted
+    if finished.how == "timeout":
+        return Reason.GATE_TIMEOUT
+    if finished.how == "raised" or inspect.isawaitable(finished.value):
+        return Reason.GATE_FAILED
+    return chain.gate_verdict(finished.value)

@@ -1,0 +1,47 @@
+"""The outcome contract a step's answer must keep before a chain accepts it.
+
+An answer ranks ``min(top_k, n)`` documents of the ``n`` it was given (all ``n`` without
+``top_k``): each at most once, by an index in range, with a finite score; scores never rise down
+the list, and documents with equal scores keep their input order. An answer that breaks a rule
+is refused as ``invalid_results`` and the chain moves on to its next step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from spanledger.events import ScoredDocument
+
+__all__ = ["InvalidAnswer", "broken_rule"]
+
+
+class InvalidAnswer(ValueError):
+    """A step's answer is no ranking at all (a wrong type, a score that is no number)."""
+
+
+def broken_rule(results: Sequence[ScoredDocument], count: int, top_k: int | None) -> str | None:
+    """Which rule ``results`` break for ``count`` documents and ``top_k``, or ``None``."""
+    expected = count if top_k is None else min(top_k, count)
+    if len(results) > expected and top_k is not None and len(results) > top_k:
+        return f"more results ({len(results)}) than top_k ({top_k})"
+    if len(results) != expected:
+        return f"{len(results)} results where {expected} documents had to be scored once"
+    seen: set[int] = set()
+    previous: ScoredDocument | None = None
+    for result in results:
+        index, score = result.index, result.relevance_score
+        if type(index) is not int or not 0 <= index < count:
+            return f"index {index!r} is out of range for {count} documents"
+        if index in seen:
+            return f"document {index} is scored more than once"
+        seen.add(index)
+        if not isinstance(score, float | int) or not math.isfinite(score):
+            return f"document {index} has a score that is not a finite number"
+        if previous is not None:
+            if score > previous.relevance_score:
+                return f"scores rise at document {index}: not in descending order"
+            if score == previous.relevance_score and index < previous.index:
+                return f"documents {previous.index} and {index} tie out of input order"
+        previous = result
+    return None
