@@ -24,7 +24,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from spanledger._logs import get_logger
 from spanledger.errors import ConfigurationError
+from spanledger.ledger.currencies import is_currency
 
 __all__ = [
     "LOOKUP_CACHE_SIZE",
@@ -49,6 +51,7 @@ _MILLION = Decimal(1_000_000)
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _UNREAD_FORMATS = {".yaml": "YAML", ".yml": "YAML"}
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+_log = get_logger("spanledger.ledger")
 
 MAX_RATE = Decimal(1_000_000)
 """The largest rate accepted, per million tokens, per search unit or per request.
@@ -198,6 +201,12 @@ class PriceTable:
         entries = [_entry(row, i, currency, source) for i, row in enumerate(rows)]
         table = cls(entries, currency, source)
         table._check_overlaps()
+        if not entries:
+            _log.warning(
+                "price_table_empty",
+                source=source,
+                reason="the table has no entries, so no call will be priced",
+            )
         return table
 
     def _check_overlaps(self) -> None:
@@ -377,11 +386,16 @@ def _digits_and_places(rate: Decimal) -> tuple[int, int]:
 
 
 def _currency(value: object, where: str) -> str:
-    """An ISO 4217 code's shape: three capital ASCII letters (``USD``, ``EUR``)."""
+    """An ISO 4217 code: three capital ASCII letters (``USD``, ``EUR``) on the ISO list."""
     if not isinstance(value, str) or not _CURRENCY.fullmatch(value):
         raise PriceTableError(
             f"{where} must be an ISO 4217 currency code (three capital letters such as 'USD'), "
             f"not {brief_repr(value)}"
+        )
+    if not is_currency(value):
+        raise PriceTableError(
+            f"{where} must be an ISO 4217 currency code such as 'USD' or 'EUR'; "
+            f"{value!r} is not on the ISO 4217 list"
         )
     return value
 
