@@ -22,6 +22,10 @@ class InvalidAnswer(ValueError):
 
 def broken_rule(results: Sequence[ScoredDocument], count: int, top_k: int | None) -> str | None:
     """Which rule ``results`` break for ``count`` documents and ``top_k``, or ``None``."""
+    if not isinstance(results, list | tuple) or not all(
+        isinstance(result, ScoredDocument) for result in results
+    ):
+        return "a ranking must be a list of scored documents"
     expected = count if top_k is None else min(top_k, count)
     if len(results) > expected and top_k is not None and len(results) > top_k:
         return f"more results ({len(results)}) than top_k ({top_k})"
@@ -30,7 +34,8 @@ def broken_rule(results: Sequence[ScoredDocument], count: int, top_k: int | None
     seen: set[int] = set()
     previous: ScoredDocument | None = None
     for result in results:
-        index, score = result.index, result.relevance_score
+        index = getattr(result, "index", None)  # a result built past validation may lack one
+        score = getattr(result, "relevance_score", None)
         if type(index) is not int or not 0 <= index < count:
             return f"index {index!r} is out of range for {count} documents"
         if index in seen:

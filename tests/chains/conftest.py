@@ -1,0 +1,107 @@
+"""Shared rigs for the rerank-chain tests: the stand-in server, providers bound to it, and
+small ranking functions that keep (or break) the outcome contract on purpose."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from spanledger import Recorder
+from spanledger.events import Event
+from spanledger.providers import CohereReranker, JinaReranker, RerankProvider
+from spanledger.testing import StandIn
+
+SENTINEL = "zq-sentinel-7f3a-do-not-leak"
+"""Text that must never reach an outcome's JSON, a span, an event or a log."""
+QUERY = f"how do tides depend on the moon {SENTINEL}"
+DOCUMENTS = [
+    f"lighthouses warn ships {SENTINEL}",
+    "tides follow the moon",
+    "sea salt from rock pools",
+    "the moon pulls the oceans and the tides rise",
+]
+
+RankFunction = Callable[[str, Sequence[str], int | None], Any]
+
+
+def answering(*pairs: tuple[int, float]) -> RankFunction:
+    """A ranking function that always returns ``pairs``."""
+
+    def rank(query: str, documents: Sequence[str], top_k: int | None) -> Any:
+        return list(pairs)
+
+    return rank
+
+
+def returning(value: object) -> RankFunction:
+    """A ranking function that returns ``value`` as it is."""
+
+    def rank(query: str, documents: Sequence[str], top_k: int | None) -> Any:
+        return value
+
+    return rank
+
+
+def good(query: str, documents: Sequence[str], top_k: int | None) -> Any:
+    """A ranking that keeps the contract: reverse input order, descending scores."""
+    order = list(reversed(range(len(documents))))
+    if top_k is not None:
+        order = order[:top_k]
+    return [(index, float(len(documents) - rank)) for rank, index in enumerate(order)]
+
+
+class Providers:
+    """Providers bound to one stand-in and one recorder that keeps every event."""
+
+    def __init__(self, standin: StandIn) -> None:
+        self.standin = standin
+        self.events: list[Event] = []
+        self.recorder = Recorder([self.events.append])
+        self._made: list[RerankProvider] = []
+
+    def cohere(self, model: str = "rerank-v3.5", recorder: Recorder | None = None) -> CohereReranker:
+        made = CohereReranker(
+            model,
+            base_url=self.standin.base_url("cohere"),
+            recorder=recorder or self.recorder,
+        )
+        self._made.append(made)
+        return made
+
+    def jina(self, model: str = "jina-reranker-v2") -> JinaReranker:
+        made = JinaReranker(model, base_url=self.standin.base_url("jina"), recorder=self.recorder)
+        self._made.append(made)
+        return made
+
+    def sent(self) -> int:
+        return len(self.standin.requests)
+
+    def close(self) -> None:
+        for made in self._made:
+            made.close()
+
+    async def aclose(self) -> None:
+        for made in self._made:
+            await made.aclose()
+
+
+@pytest.fixture
+def standin() -> Iterator[StandIn]:
+    with StandIn() as server:
+        yield server
+
+
+@pytest.fixture
+def providers(standin: StandIn) -> Iterator[Providers]:
+    made = Providers(standin)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+async def aproviders(standin: StandIn) -> AsyncIterator[Providers]:
+    made = Providers(standin)
+    yield made
+    await made.aclose()
