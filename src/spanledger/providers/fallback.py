@@ -46,16 +46,39 @@ from spanledger.providers._chain import (
     request_problem,
     steps_of,
 )
-from spanledger.providers.steps import RerankStep
+from spanledger.providers.gates import spend_below, when
+from spanledger.providers.steps import (
+    BM25Step,
+    CallableStep,
+    CrossEncoderStep,
+    GateCheck,
+    IdentityStep,
+    ProviderStep,
+    Ranked,
+    RerankStep,
+    step,
+)
 from spanledger.recorder import Recorder, get_recorder
 
 __all__ = [
     "AttemptStatus",
+    "BM25Step",
+    "Breakers",
+    "CallableStep",
     "CancelToken",
+    "CrossEncoderStep",
     "FallbackAttempt",
+    "GateCheck",
+    "IdentityStep",
+    "ProviderStep",
+    "Ranked",
     "Reason",
     "RerankOutcome",
+    "RerankStep",
     "awith_fallback",
+    "spend_below",
+    "step",
+    "when",
     "with_fallback",
 ]
 
@@ -204,47 +227,47 @@ class _Aborted(Exception):
 
 
 def _run_sync(chain: Chain, cancel: Cancellable | None) -> RerankOutcome:
-    for step in chain.steps:
+    for current in chain.steps:
         if cancel is not None and cancel.is_set():
             return chain.aborted()
-        ready, breaker = _ready(chain, step)
+        ready, breaker = _ready(chain, current)
         if not ready:
             continue
-        if step.gate is not None:
+        if current.gate is not None:
             try:
-                reason = _sync_gate(chain, step, cancel)
+                reason = _sync_gate(chain, current, cancel)
             except _Aborted:
                 _release(breaker)
                 return chain.aborted()
             if reason is not None:
                 _release(breaker)
-                chain.skipped(step, reason, breaker)
+                chain.skipped(current, reason, breaker)
                 continue
-        budget = chain.budget(step)
+        budget = chain.budget(current)
         if budget is None:
             _release(breaker)
-            chain.skipped(step, Reason.DEADLINE_EXHAUSTED, breaker)
+            chain.skipped(current, Reason.DEADLINE_EXHAUSTED, breaker)
             continue
-        if step.kind == "identity":
-            chain.skipped(step, Reason.IDENTITY)
+        if current.kind == "identity":
+            chain.skipped(current, Reason.IDENTITY)
             return chain.outcome(None)
         started, t0 = datetime.now(UTC), time.perf_counter()
-        if step.cooperative and cancel is None:
+        if current.cooperative and cancel is None:
             try:
-                answer = step.rank(chain.query, chain.documents, chain.top_k, budget)
+                answer = current.rank(chain.query, chain.documents, chain.top_k, budget)
             except Exception as error:
-                chain.raised(step, error, started, t0, breaker)
+                chain.raised(current, error, started, t0, breaker)
                 continue
             finished = Finished("done", answer)
         else:
             finished = run_in_thread(
-                lambda step=step, budget=budget: step.rank(  # type: ignore[misc]
+                lambda current=current, budget=budget: current.rank(  # type: ignore[misc]
                     chain.query, chain.documents, chain.top_k, budget
                 ),
                 budget,
                 cancel,
             )
-        results = _settled(chain, step, finished, started, t0, breaker)
+        results = _settled(chain, current, finished, started, t0, breaker)
         if finished.how == "cancelled":
             return chain.aborted()
         if results is not None:
@@ -252,18 +275,18 @@ def _run_sync(chain: Chain, cancel: Cancellable | None) -> RerankOutcome:
     return chain.outcome(None)
 
 
-def _ready(chain: Chain, step: RerankStep) -> tuple[bool, CircuitBreaker | None]:
+def _ready(chain: Chain, current: RerankStep) -> tuple[bool, CircuitBreaker | None]:
     """Checks that need no waiting: the deadline, the key, the breaker. Whether the step may
     go on (else it was recorded as skipped), and its breaker, which has let the call through."""
     if chain.remaining() <= 0:
-        chain.skipped(step, Reason.DEADLINE_EXHAUSTED)
+        chain.skipped(current, Reason.DEADLINE_EXHAUSTED)
         return False, None
-    if step.missing_key is not None:
-        chain.skipped(step, Reason.NO_API_KEY, detail=f"set {step.missing_key}")
+    if current.missing_key is not None:
+        chain.skipped(current, Reason.NO_API_KEY, detail=f"set {current.missing_key}")
         return False, None
-    breaker = chain.breaker(step)
+    breaker = chain.breaker(current)
     if breaker is not None and not breaker.allow():
-        chain.skipped(step, Reason.CIRCUIT_OPEN, breaker)
+        chain.skipped(current, Reason.CIRCUIT_OPEN, breaker)
         return False, None
     return True, breaker
 
@@ -273,10 +296,10 @@ def _release(breaker: CircuitBreaker | None) -> None:
         breaker.released()
 
 
-def _sync_gate(chain: Chain, step: RerankStep, cancel: Cancellable | None) -> str | None:
-    gate = step.gate
+def _sync_gate(chain: Chain, current: RerankStep, cancel: Cancellable | None) -> str | None:
+    gate = current.gate
     assert gate is not None
-    check = chain.gate_check(step)
+    check = chain.gate_check(current)
     left = chain.remaining()
     if left <= 0:
         return Reason.DEADLINE_EXHAUSTED
@@ -294,7 +317,7 @@ def _sync_gate(chain: Chain, step: RerankStep, cancel: Cancellable | None) -> st
 
 def _settled(
     chain: Chain,
-    step: RerankStep,
+    current: RerankStep,
     finished: Finished,
     started: datetime,
     t0: float,
@@ -302,15 +325,15 @@ def _settled(
 ) -> Any:
     """Record how a step ended; its kept results, if any."""
     if finished.how == "done":
-        return chain.answered(step, finished.value, started, t0, breaker)
+        return chain.answered(current, finished.value, started, t0, breaker)
     if finished.how == "raised":
         assert finished.error is not None
         if not isinstance(finished.error, Exception):
-            chain.abandoned(step, started, t0, breaker, aborted=True)
+            chain.abandoned(current, started, t0, breaker, aborted=True)
             return None
-        chain.raised(step, finished.error, started, t0, breaker)
+        chain.raised(current, finished.error, started, t0, breaker)
         return None
-    chain.abandoned(step, started, t0, breaker, aborted=finished.how == "cancelled")
+    chain.abandoned(current, started, t0, breaker, aborted=finished.how == "cancelled")
     return None
 
 
@@ -320,50 +343,50 @@ def _settled(
 async def _run_async(chain: Chain, cancel: CancelToken | None) -> RerankOutcome:
     waker = _TokenWaker(cancel) if cancel is not None else None
     try:
-        for step in chain.steps:
+        for current in chain.steps:
             if cancel is not None and cancel.is_set():
                 return chain.aborted()
-            ready, breaker = _ready(chain, step)
+            ready, breaker = _ready(chain, current)
             if not ready:
                 continue
-            if step.gate is not None:
+            if current.gate is not None:
                 try:
-                    reason = await _async_gate(chain, step, waker)
+                    reason = await _async_gate(chain, current, waker)
                 except (asyncio.CancelledError, _Aborted):
                     _release(breaker)
                     _uncancel()
                     return chain.aborted()
                 if reason is not None:
                     _release(breaker)
-                    chain.skipped(step, reason, breaker)
+                    chain.skipped(current, reason, breaker)
                     continue
-            budget = chain.budget(step)
+            budget = chain.budget(current)
             if budget is None:
                 _release(breaker)
-                chain.skipped(step, Reason.DEADLINE_EXHAUSTED, breaker)
+                chain.skipped(current, Reason.DEADLINE_EXHAUSTED, breaker)
                 continue
-            if step.kind == "identity":
-                chain.skipped(step, Reason.IDENTITY)
+            if current.kind == "identity":
+                chain.skipped(current, Reason.IDENTITY)
                 return chain.outcome(None)
             started, t0 = datetime.now(UTC), time.perf_counter()
             task = asyncio.ensure_future(
-                step.arank(chain.query, chain.documents, chain.top_k, budget)
+                current.arank(chain.query, chain.documents, chain.top_k, budget)
             )
             try:
                 answer = await _bounded(task, budget, waker)
             except (asyncio.CancelledError, _Aborted):
                 _uncancel()
                 await _cancelled(task)
-                chain.abandoned(step, started, t0, breaker, aborted=True)
+                chain.abandoned(current, started, t0, breaker, aborted=True)
                 _uncancel()
                 return chain.aborted()
             except TimeoutError:
-                chain.abandoned(step, started, t0, breaker, aborted=False)
+                chain.abandoned(current, started, t0, breaker, aborted=False)
                 continue
             except Exception as error:
-                chain.raised(step, error, started, t0, breaker)
+                chain.raised(current, error, started, t0, breaker)
                 continue
-            results = chain.answered(step, answer, started, t0, breaker)
+            results = chain.answered(current, answer, started, t0, breaker)
             if results is not None:
                 return chain.outcome(results)
         return chain.outcome(None)
@@ -424,10 +447,10 @@ async def _cancelled(task: asyncio.Future[Any]) -> None:
         await asyncio.wait({task}, timeout=_SETTLE)
 
 
-async def _async_gate(chain: Chain, step: RerankStep, waker: _TokenWaker | None) -> str | None:
-    gate = step.gate
+async def _async_gate(chain: Chain, current: RerankStep, waker: _TokenWaker | None) -> str | None:
+    gate = current.gate
     assert gate is not None
-    check = chain.gate_check(step)
+    check = chain.gate_check(current)
     left = chain.remaining()
     if left <= 0:
         return Reason.DEADLINE_EXHAUSTED
