@@ -27,7 +27,8 @@ event = EmbeddingEvent(
     started_at=datetime(2026, 11, 1, tzinfo=UTC), latency_ms=1.0, input_count=1,
     usage=EmbeddingUsage(input_tokens=5),
 )
-Ledger(PriceTable.from_dict({"prices": []})).price(event)
+listed = {"provider": "acme", "model": "listed-model", "per_request": 1}
+Ledger(PriceTable.from_dict({"prices": [listed]})).price(event)
 """
 
 
