@@ -1,4 +1,5 @@
-"""Every ```python block in README.md runs as written, offline, in a fresh interpreter.
+"""Every ```python block in README.md and on every page of the documentation site (docs/**/*.md)
+runs as written, offline, in a fresh interpreter.
 
 Each block is saved to a file of its own in an empty directory and run with this interpreter:
 as a script, or with pytest when it is a test module (it defines ``test_`` functions). The
@@ -25,14 +26,33 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+"""The README and every page of the site, pages added later included."""
 
-PYTHON_BLOCKS_AT_LEAST = 6
-"""How many python blocks README.md had when this test was written: one may turn into another
-language on purpose (a fragment that cannot run), but none may drop out unnoticed."""
+PYTHON_BLOCKS_AT_LEAST: dict[str, int] = {
+    "README.md": 1,
+    "docs/getting-started.md": 1,
+    "docs/guides/providers.md": 1,
+    "docs/guides/instrument-sdk.md": 1,
+    "docs/guides/clouds.md": 2,
+    "docs/guides/frameworks/langchain.md": 1,
+    "docs/guides/frameworks/llamaindex.md": 1,
+    "docs/guides/frameworks/haystack.md": 1,
+    "docs/guides/frameworks/litellm.md": 1,
+    "docs/guides/backends/index.md": 1,
+    "docs/guides/backends/prometheus.md": 1,
+    "docs/guides/prices.md": 1,
+    "docs/guides/fleet-reports.md": 1,
+    "docs/guides/testing.md": 1,
+}
+"""How many python blocks each file had when its floor was set: one may turn into another
+language on purpose (a fragment that cannot run), but none may drop out unnoticed. A page not
+listed here has no floor, and its blocks run all the same."""
 
 OPENING = re.compile(r"^(?P<indent>\s*)```(?P<language>[\w+-]*)\s*$")
 PYTHON_LANGUAGES = {"python", "py", "python3"}
+HEADING = re.compile(r"^##? (?P<title>.+)$")
 
 _CLOSED_PORT = "http://127.0.0.1:9"
 """The discard port, where nothing listens: a request sent through this proxy is refused."""
@@ -60,18 +80,29 @@ _VENDOR_KEYS = {
 CONSOLE_LINE = re.compile(r"(embed |rerank) \S+ +\S+ +\d+\.\d ms  .+")
 """A line ``ConsoleSink`` writes to standard error (``describe_event``)."""
 
-EXPECTED_STDOUT: dict[str, list[re.Pattern[str]]] = {
+_QUICKSTART = [
+    re.compile(r"request turn-42"),
+    re.compile(r"  cited token share: \d+\.\d%.*"),
+    re.compile(r"embedding embed-v4\.0 input_tokens=[1-9]\d* \d+\.\d+ USD"),
+    re.compile(r"rerank rerank-v3\.5 search_units=1 input_tokens=None \d+\.\d+ USD"),
+    re.compile(r"1 request summary; 0 unreadable lines"),
+]
+_RECIPE = re.compile(r"billed \d+ (tokens|search unit); cited token share \d+%")
+
+EXPECTED_STDOUT: dict[tuple[str, str], list[re.Pattern[str]]] = {
     # The request's report, then the event log read back: both calls, priced, and the summary.
-    "Quickstart": [
-        re.compile(r"request turn-42"),
-        re.compile(r"  cited token share: \d+\.\d%.*"),
-        re.compile(r"embedding embed-v4\.0 input_tokens=[1-9]\d* \d+\.\d+ USD"),
-        re.compile(r"rerank rerank-v3\.5 search_units=1 input_tokens=None \d+\.\d+ USD"),
-        re.compile(r"1 request summary; 0 unreadable lines"),
+    ("README.md", "Quickstart"): _QUICKSTART,
+    ("docs/getting-started.md", "Quickstart"): _QUICKSTART,
+    # A provider call's figures, a 429 as the error the caller sees, and both events.
+    ("docs/guides/providers.md", "A call, and a failure"): [
+        re.compile(r"2 input_tokens=[1-9]\d*"),
+        re.compile(r"provider_rate_limit 429 2\.0"),
+        re.compile(r"embedding openai text-embedding-3-small"),
+        re.compile(r"rerank_failed voyageai fail-429"),
     ],
     # One event per call, in order: the instrumented client, the Cohere client, a client made
     # under the process-wide switch, the httpx transport, the manual block.
-    "Instrumenting calls you already make": [
+    ("docs/guides/instrument-sdk.md", "Every way in, in one example"): [
         re.compile(r"embedding openai text-embedding-3-small input_tokens=[1-9]\d*"),
         re.compile(r"rerank cohere rerank-v3\.5 search_units=1 input_tokens=None"),
         re.compile(r"embedding openai text-embedding-3-small input_tokens=[1-9]\d*"),
@@ -79,7 +110,7 @@ EXPECTED_STDOUT: dict[str, list[re.Pattern[str]]] = {
         re.compile(r"embedding mine m input_tokens=3"),
     ],
     # The cloud and local provider classes: each call's figures and how the ledger priced it.
-    "Clouds and local servers": [
+    ("docs/guides/clouds.md", "The provider classes"): [
         re.compile(r"gcp\.gemini gemini-embedding-001 input_tokens=[1-9]\d* priced \S+"),
         re.compile(r"gcp\.vertex_ai gemini-embedding-001 input_tokens=[1-9]\d* priced \S+"),
         re.compile(r"gcp\.vertex_ai semantic-ranker-default-004 None estimated 0\.001"),
@@ -88,7 +119,7 @@ EXPECTED_STDOUT: dict[str, list[re.Pattern[str]]] = {
         re.compile(r"ollama nomic-embed-text input_tokens=[1-9]\d* not_billed 0"),
     ],
     # The clouds' SDKs, each instrumented: one event per call with the figure the wire carried.
-    "The clouds' and local servers' SDKs": [
+    ("docs/guides/clouds.md", "The clouds' and local servers' SDKs"): [
         re.compile(r"embedding aws\.bedrock amazon\.titan-embed-text-v2:0 input_tokens=[1-9]\d*"),
         re.compile(r"embedding aws\.bedrock cohere\.embed-v4:0 input_tokens=[1-9]\d*"),
         re.compile(r"rerank aws\.bedrock amazon\.rerank-v1:0 None"),
@@ -98,21 +129,50 @@ EXPECTED_STDOUT: dict[str, list[re.Pattern[str]]] = {
         re.compile(r"embedding azure\.ai\.openai my-embedder input_tokens=[1-9]\d*"),
     ],
     # Each framework recipe: what its request was billed and the share of context it cited.
-    "Recipes: the frameworks": [
-        re.compile(r"billed \d+ (tokens|search unit); cited token share \d+%"),
+    ("docs/guides/frameworks/langchain.md", "LangChain"): [_RECIPE],
+    ("docs/guides/frameworks/llamaindex.md", "LlamaIndex"): [_RECIPE],
+    ("docs/guides/frameworks/haystack.md", "Haystack"): [_RECIPE],
+    ("docs/guides/frameworks/litellm.md", "LiteLLM"): [
+        re.compile(r"billed [1-9]\d* tokens and 1 search unit; cited token share \d+%"),
+    ],
+    # A bad setting refused by name, then a configured recorder's log read back, priced.
+    ("docs/guides/backends/index.md", "`configure()`"): [
+        re.compile(r"refused: SPANLEDGER_PROMETHEUS_PORT must be .*"),
+        re.compile(r"rerank rerank-v3\.5 priced 0\.002 USD"),
+    ],
+    # The scrape: the rerank's search unit and its priced spend, as Prometheus reads them.
+    ("docs/guides/backends/prometheus.md", "Prometheus and Grafana"): [
+        re.compile(r'spanledger_rerank_search_units_total\{.*"rerank-v3\.5".*\} 1\.0'),
+        re.compile(r'spanledger_cost_total\{.*spanledger_cost_status="priced"\} 0\.002'),
+    ],
+    # A glob entry prices one model; the other is unpriced, named in a warning, never $0.
+    ("docs/guides/prices.md", "Pricing events"): [
+        re.compile(r"WARNING spanledger\.ledger usage_not_priced .*model='my-fine-tune'.*"),
+        re.compile(r"text-embedding-3-small priced \S+ USD None"),
+        re.compile(r"my-fine-tune unpriced None None no_price_entry"),
+    ],
+    # The report over a directory of logs: every call, grouped by model, priced from the table.
+    ("docs/guides/fleet-reports.md", "`spanledger report`"): [
+        re.compile(r"6 calls"),
+        re.compile(r"embed-v4\.0 +priced +3 .*"),
+        re.compile(r"rerank-v3\.5 +priced +3 +0\.006 USD .*"),
     ],
 }
-"""What a block in each README section must print: these lines, in order (each a full line)."""
+"""What a block under each (file, section) must print: these lines, in order (each a full
+line)."""
 
 
 @dataclass(frozen=True)
 class Block:
     index: int
+    """Its position among the python blocks of its file."""
     line: int
-    """The README line of the opening fence."""
+    """The line of the opening fence."""
     section: str
-    """The ``## `` heading the block sits under."""
+    """The ``# `` or ``## `` heading the block sits under."""
     code: str
+    document: str = "README.md"
+    """The file it comes from, relative to the repository."""
 
     @property
     def first_line(self) -> str:
@@ -125,11 +185,16 @@ class Block:
 
     @property
     def name(self) -> str:
-        return f"{self.index}-L{self.line}-{self.first_line}"
+        return f"{self.document}:{self.line}-{self.first_line}"
+
+    @property
+    def where(self) -> str:
+        return f"{self.document}:{self.line} ({self.section})"
 
 
-def python_blocks(text: str) -> list[Block]:
-    """The ```python blocks of a Markdown text, in order, each under its section heading."""
+def python_blocks(text: str, document: str = "README.md") -> list[Block]:
+    """The ```python blocks of a Markdown text, in order, each under its section heading (the
+    nearest ``# `` or ``## `` heading above it)."""
     blocks: list[Block] = []
     section = ""
     lines = text.splitlines()
@@ -138,22 +203,31 @@ def python_blocks(text: str) -> list[Block]:
         line = lines[number]
         opening = OPENING.match(line)
         if opening is None:
-            if line.startswith("## "):
-                section = line[3:].strip()
+            heading = HEADING.match(line)
+            if heading is not None:
+                section = heading["title"].strip()
             number += 1
             continue
         end = number + 1
         while end < len(lines) and lines[end].strip() != "```":
             end += 1
-        assert end < len(lines), f"README.md:{number + 1}: a fence that never closes"
+        assert end < len(lines), f"{document}:{number + 1}: a fence that never closes"
         if opening["language"].lower() in PYTHON_LANGUAGES:
             code = textwrap.dedent("\n".join(lines[number + 1 : end])) + "\n"
-            blocks.append(Block(len(blocks), number + 1, section, code))
+            blocks.append(Block(len(blocks), number + 1, section, code, document))
         number = end + 1
     return blocks
 
 
-BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
+def relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+BLOCKS = [
+    block
+    for path in DOCUMENTS
+    for block in python_blocks(path.read_text(encoding="utf-8"), relative(path))
+]
 
 
 def example_environment(home: Path, proxy: str = _CLOSED_PORT) -> dict[str, str]:
@@ -180,7 +254,7 @@ def example_environment(home: Path, proxy: str = _CLOSED_PORT) -> dict[str, str]
 def run_block(
     block: Block, directory: Path, proxy: str = _CLOSED_PORT
 ) -> subprocess.CompletedProcess[str]:
-    script = directory / f"test_readme_block_{block.index}.py"
+    script = directory / f"test_example_block_{block.index}.py"
     script.write_text(block.code, encoding="utf-8")
     if block.test_count:
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", script.name]
@@ -203,22 +277,38 @@ def unexpected_stderr(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if not CONSOLE_LINE.fullmatch(line)]
 
 
-def test_the_readme_keeps_its_python_blocks() -> None:
-    assert len(BLOCKS) >= PYTHON_BLOCKS_AT_LEAST
-    sections = {block.section for block in BLOCKS}
-    assert set(EXPECTED_STDOUT) <= sections, "an expected output names a section with no block"
+@pytest.mark.parametrize("document", sorted(PYTHON_BLOCKS_AT_LEAST))
+def test_each_file_keeps_its_python_blocks(document: str) -> None:
+    count = sum(1 for block in BLOCKS if block.document == document)
+    assert count >= PYTHON_BLOCKS_AT_LEAST[document], f"{document} has {count} python blocks"
+
+
+def test_the_blocks_come_from_the_readme_and_every_page() -> None:
+    documents = {relative(path) for path in DOCUMENTS}
+    assert "README.md" in documents
+    assert set(PYTHON_BLOCKS_AT_LEAST) <= documents
+    assert {relative(path) for path in (ROOT / "docs").rglob("*.md")} <= documents
+
+
+def test_every_expected_output_names_a_section_with_a_block() -> None:
+    sections = {(block.document, block.section) for block in BLOCKS}
+    assert set(EXPECTED_STDOUT) - sections == set()
 
 
 def test_the_extraction_finds_blocks_in_order_with_their_sections() -> None:
     text = (
         "## One\n\n```python\nprint(1)\n```\n\n```sh\nls\n```\n\n"
         "## Two\n\n  ```py\n  print(2)\n  ```\n```toml\na = 1\n```\n"
+        "### Three, a sub-section\n\n```python\nprint(3)\n```\n"
     )
-    blocks = python_blocks(text)
-    assert [(b.index, b.line, b.section, b.code) for b in blocks] == [
-        (0, 3, "One", "print(1)\n"),
-        (1, 13, "Two", "print(2)\n"),
+    blocks = python_blocks(text, "docs/page.md")
+    assert [(b.index, b.line, b.section, b.code, b.document) for b in blocks] == [
+        (0, 3, "One", "print(1)\n", "docs/page.md"),
+        (1, 13, "Two", "print(2)\n", "docs/page.md"),
+        (2, 21, "Two", "print(3)\n", "docs/page.md"),
     ]
+    titled = python_blocks("# A page\n\n```python\nprint(0)\n```\n", "docs/a.md")
+    assert [(b.section, b.line) for b in titled] == [("A page", 3)]
 
 
 def test_the_environment_sends_anything_but_loopback_to_the_proxy(tmp_path: Path) -> None:
@@ -254,16 +344,16 @@ def test_the_environment_sends_anything_but_loopback_to_the_proxy(tmp_path: Path
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.name for block in BLOCKS])
-def test_a_readme_block_runs_as_written(block: Block, tmp_path: Path) -> None:
+def test_a_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     done = run_block(block, tmp_path)
-    where = f"README.md:{block.line} ({block.section})"
+    where = block.where
     assert "Traceback" not in done.stderr, f"{where}\n{done.stderr[-3000:]}"
     assert done.returncode == 0, f"{where}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     assert unexpected_stderr(done.stderr) == [], f"{where}\n{done.stderr[-3000:]}"
     printed = done.stdout.splitlines()
     if block.test_count:
         assert re.fullmatch(rf"{block.test_count} passed in .*", printed[-1]), done.stdout
-    for pattern in EXPECTED_STDOUT.get(block.section, []):
+    for pattern in EXPECTED_STDOUT.get((block.document, block.section), []):
         matched = next((n for n, line in enumerate(printed) if pattern.fullmatch(line)), None)
         assert matched is not None, f"{where}: no line {pattern.pattern!r} in\n{done.stdout}"
         printed = printed[matched + 1 :]
