@@ -29,6 +29,15 @@ __all__ = [
 
 
 class CostStatus(StrEnum):
+    """How a cost line's amount was arrived at.
+
+    ``priced``: from reported usage and a rate. ``estimated``: from usage spanledger
+    reconstructed (an attempt abandoned after sending, a body that could not be used) or a
+    vendor's documented billing rule. ``unpriced``: no entry, an ambiguous one, or a missing
+    rate; the amount is ``None``. ``unmetered``: the provider reported no usage. ``not_billed``:
+    a failure the provider bills nothing for, or a model nobody bills (a local one).
+    """
+
     PRICED = "priced"
     ESTIMATED = "estimated"
     UNPRICED = "unpriced"

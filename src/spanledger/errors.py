@@ -67,6 +67,7 @@ class Fingerprint(BaseModel):
 
     @classmethod
     def of(cls, body: bytes) -> Fingerprint:
+        """The fingerprint of ``body``: its length and digest, never the bytes themselves."""
         return cls(byte_length=len(body), sha256=hashlib.sha256(body).hexdigest())
 
 

@@ -20,6 +20,8 @@ __all__ = ["AttributionReport", "ContextUse", "Problem", "ProblemKind"]
 
 @dataclass(frozen=True)
 class ContextUse:
+    """What a request did with one frame: selected (served), rendered into the prompt, cited."""
+
     frame: FrameId
     selected: bool = False
     rendered: bool = False
@@ -35,6 +37,10 @@ class ContextUse:
 
 
 class ProblemKind(StrEnum):
+    """Why an attribution report is not reconcilable: a frame cited or rendered without the
+    step before it, a use no call billed, a duplicate use, a citation label that matches no
+    frame, a malformed frame identity, or usage figures that disagree."""
+
     INCOHERENT = "incoherent"
     NOT_BILLED = "not_billed"
     DUPLICATE_USE = "duplicate_use"

@@ -59,11 +59,13 @@ class ConsoleSink:
         self._lock = _forksafe.lock(self, "_lock")
 
     def emit(self, event: Event) -> None:
+        """Write the event's one line (``describe_event``): figures only, never a payload."""
         line = describe_event(event)
         stream = self._stream if self._stream is not None else sys.stderr
         with self._lock:
             stream.write(line + "\n")
 
     def flush(self) -> None:
+        """Flush the stream the lines go to."""
         stream = self._stream if self._stream is not None else sys.stderr
         stream.flush()

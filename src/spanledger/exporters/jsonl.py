@@ -128,6 +128,7 @@ class JsonlSink:
             self._write(b"\n")
 
     def emit(self, event: Event) -> None:
+        """Append the event as one whole JSON line, without its payload fields."""
         self._append(event_line(event))
 
     def attribution(self, record: AttributionRecord) -> None:

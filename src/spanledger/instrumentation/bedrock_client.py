@@ -89,6 +89,10 @@ def serves(client: object) -> bool:
 
 
 def install(client: Any, installation: Installation) -> None:
+    """Instrument a boto3 ``bedrock-runtime`` or ``bedrock-agent-runtime`` client.
+
+    Anything else is refused with a ``TypeError``.
+    """
     if not serves(client):
         raise TypeError(
             "spanledger.instrument supports boto3's sync bedrock-runtime and "

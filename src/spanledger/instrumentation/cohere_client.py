@@ -53,6 +53,10 @@ _RERANK_EXTRAS = (
 
 
 def install(client: Any, installation: Installation) -> None:
+    """What ``spanledger.instrument`` does to a Cohere v2 or v1 client, sync or async.
+
+    Anything else is refused with a ``TypeError``.
+    """
     installation.is_async = isinstance(client, cohere.AsyncClient | cohere.AsyncClientV2)
     if isinstance(client, cohere.ClientV2 | cohere.AsyncClientV2):
         owners = (client, *_raw_clients(client))  # a call wrapped twice is recorded once

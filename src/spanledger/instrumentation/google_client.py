@@ -63,6 +63,10 @@ _ROUTES: dict[str, dict[str, Endpoint]] = {
 
 
 def install(client: Any, installation: Installation) -> None:
+    """What ``spanledger.instrument`` does to a ``google.genai.Client`` (its sync and async models).
+
+    Anything else is refused with a ``TypeError``.
+    """
     if isinstance(client, Client):
         for models in (client.models, client.aio.models):
             instrument(models)

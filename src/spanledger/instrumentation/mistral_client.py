@@ -43,6 +43,10 @@ _BODY_KEYS = {
 
 
 def install(client: Any, installation: Installation) -> None:
+    """What ``spanledger.instrument`` does to a ``mistralai`` client or its ``embeddings`` resource.
+
+    Anything else is refused with a ``TypeError``.
+    """
     if isinstance(client, Mistral):
         resource = client.embeddings
     elif isinstance(client, Embeddings):

@@ -32,6 +32,10 @@ _LEGACY_ARGS = ("model", "prompt", "options", "keep_alive")
 
 
 def install(client: Any, installation: Installation) -> None:
+    """What ``spanledger.instrument`` does to an ``ollama.Client`` or ``AsyncClient``.
+
+    Anything else is refused with a ``TypeError``.
+    """
     if isinstance(client, ollama.AsyncClient):
         installation.is_async = True
     elif not isinstance(client, ollama.Client):

@@ -73,6 +73,10 @@ class _EmbeddingsSpec(MethodSpec):
 
 
 def install(client: Any, installation: Installation) -> None:
+    """Instrument an ``openai.OpenAI`` or ``AsyncOpenAI`` client (Azure's too).
+
+    Anything else is refused with a ``TypeError``.
+    """
     if isinstance(client, openai.AsyncOpenAI):
         installation.is_async = True
     elif not isinstance(client, openai.OpenAI):

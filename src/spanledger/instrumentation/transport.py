@@ -56,9 +56,11 @@ class RecordingTransport(httpx.BaseTransport):
         self._vendors = checked_vendors(vendors)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """Send through the wrapped transport; a vendor's embedding or rerank call is recorded."""
         return send_recorded(self._inner.handle_request, request, self._vendors)
 
     def close(self) -> None:
+        """Close the wrapped transport."""
         self._inner.close()
 
 
@@ -75,9 +77,11 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         self._vendors = checked_vendors(vendors)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send through the wrapped transport; a vendor's embedding or rerank call is recorded."""
         return await asend_recorded(self._inner.handle_async_request, request, self._vendors)
 
     async def aclose(self) -> None:
+        """Close the wrapped transport."""
         await self._inner.aclose()
 
 

@@ -42,6 +42,10 @@ Server = tuple[str | None, int | None]
 
 
 def install(model: Any, installation: Installation) -> None:
+    """What ``spanledger.instrument`` does to a vertexai ``TextEmbeddingModel``.
+
+    Anything else is refused with a ``TypeError``.
+    """
     if not isinstance(model, _TextEmbeddingModel):
         raise TypeError(
             "spanledger.instrument supports vertexai.language_models.TextEmbeddingModel, "

@@ -46,6 +46,10 @@ _DEFAULT_BASE_URL = "https://api.voyageai.com/v1"
 
 
 def install(client: Any, installation: Installation) -> None:
+    """What ``spanledger.instrument`` does to a ``voyageai.Client`` or ``AsyncClient``.
+
+    Anything else is refused with a ``TypeError``.
+    """
     if isinstance(client, AsyncClient):
         installation.is_async = True
     elif not isinstance(client, Client):

@@ -30,6 +30,9 @@ def billed_figures(event: Event) -> tuple[int, int]:
 
 @dataclass(frozen=True, order=True)
 class GroupKey:
+    """What ``Totals`` groups cost lines by: the request, provider, model, cost status and
+    currency."""
+
     request_id: str
     provider: str
     model: str
