@@ -358,9 +358,11 @@ def as_step(thing: object) -> RerankStep | None:
         return thing
     if isinstance(thing, RerankProvider):
         return ProviderStep(thing)
+    if isinstance(thing, type):  # a class, even a model's class, is not a model
+        return None
     if callable(getattr(thing, "predict", None)):
         return CrossEncoderStep(thing)
-    if callable(thing) and not isinstance(thing, type):
+    if callable(thing):
         return CallableStep(thing)
     return None
 
