@@ -50,6 +50,8 @@ class RequestReport:
         *,
         outcomes: Sequence[RerankOutcome] = (),
     ) -> RequestReport:
+        """Join the request's attribution to its calls' cost lines: an event that carries none
+        is priced by ``ledger`` here, or left without one when there is no ledger."""
         lines = tuple(
             event.cost if event.cost is not None else (ledger.price(event) if ledger else None)
             for event in events
@@ -129,6 +131,8 @@ class RequestReport:
         return total, next(iter(currencies), None), None
 
     def spend_per_cited_token(self) -> Decimal | None:
+        """The request's spend over its cited tokens; ``None`` when part of the spend is
+        unknown or nothing was cited, rather than a figure that would mislead."""
         amount, _, unknown = self.spend()
         cited = self.attribution.cited_tokens()
         if amount is None or unknown is not None or cited == 0:

@@ -35,9 +35,11 @@ class AttributionFigures:
     unreconcilable: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The figures as JSON-ready values (an amount as an exact decimal string)."""
         return _to_json(self)
 
     def render(self) -> str:
+        """The figures as lines of text (``spanledger report`` prints them under the spend)."""
         return _render(self)
 
 

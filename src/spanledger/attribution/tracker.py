@@ -114,6 +114,7 @@ class FrameTracker:
             self._rejected[provider_id] = self._rejected.get(provider_id, 0) + count
 
     def select(self, frames: Iterable[FrameLike]) -> None:
+        """Mark frames chosen for the request (served to it)."""
         self._mark(frames, _SELECTED, "selected")
 
     def render(self, frames: Iterable[FrameLike]) -> None:
@@ -181,6 +182,7 @@ class FrameTracker:
     def usage(
         self, *, as_of: datetime | None = None, budget_requested: int | None = None
     ) -> UsageReport:
+        """What the providers billed for the frames tracked so far, as a usage report."""
         with self._lock:
             providers = [
                 ProviderUsage.of(provider, frames, self._rejected.get(provider, 0))

@@ -83,6 +83,7 @@ class AttributionReport:
         usage: UsageReport,
         problems: Iterable[Problem] = (),
     ) -> AttributionReport:
+        """A report over these uses and this usage, with problems found while collecting them."""
         return cls(tuple(uses), usage, tuple(problems))
 
     @cached_property
@@ -201,6 +202,7 @@ class AttributionReport:
         return found
 
     def is_coherent(self) -> bool:
+        """Every use is coherent: cited implies rendered, rendered implies selected."""
         return all(use.is_coherent() for use in self.uses)
 
     def is_reconcilable(self) -> bool:
@@ -211,4 +213,5 @@ class AttributionReport:
         return self.usage.is_consistent()
 
     def use_of(self, frame: FrameId) -> ContextUse | None:
+        """What the request did with ``frame`` (its uses merged), or ``None`` if nothing."""
         return self._merged.get(frame)

@@ -22,7 +22,9 @@ __all__ = ["Pricer", "Pricing", "as_pricer"]
 class Pricer(Protocol):
     """Anything that prices an event (``Ledger`` is one)."""
 
-    def price(self, event: Event) -> CostLine: ...
+    def price(self, event: Event) -> CostLine:
+        """The event's cost line."""
+        ...
 
 
 def as_pricer(prices: Pricer | PriceTable | str | PathLike[str], *, warn: bool = True) -> Pricer:
@@ -43,6 +45,7 @@ class Pricing:
         self.pricer = as_pricer(prices)
 
     def process(self, event: Event) -> Event:
+        """The event with its cost line; one that already carries a cost line is kept as is."""
         if event.cost is not None:
             return event
         return event.model_copy(update={"cost": self.pricer.price(event)})

@@ -30,9 +30,11 @@ class SpendReport:
     unpriced_models: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     def status_counts(self) -> dict[str, int]:
+        """Calls per cost status, every status listed (zero where none)."""
         return {status.value: self.totals.count(status) for status in CostStatus}
 
     def to_json(self) -> dict[str, Any]:
+        """The report as JSON-ready values, amounts as exact decimal strings."""
         rows = []
         for (provider, model, status, currency), group in sorted(
             self.totals.by("provider", "model", "status", "currency").items()
@@ -61,6 +63,7 @@ class SpendReport:
         }
 
     def render(self) -> str:
+        """The report as the text ``spanledger report`` prints."""
         lines = [f"{self.events} calls"]
         lines.append(
             "  ".join(f"{status}: {count}" for status, count in self.status_counts().items())

@@ -58,6 +58,7 @@ class Totals:
         self._lock = _forksafe.lock(self, "_lock")
 
     def add(self, event: Event, line: CostLine) -> None:
+        """Count one priced call into its group."""
         key = (
             event.request_id or "",
             event.provider,
@@ -77,6 +78,7 @@ class Totals:
             group.search_units += units
 
     def extend(self, priced: Iterable[tuple[Event, CostLine]]) -> None:
+        """Count each (event, cost line) pair."""
         for event, line in priced:
             self.add(event, line)
 
@@ -112,4 +114,5 @@ class Totals:
         return result
 
     def count(self, status: CostStatus) -> int:
+        """How many calls ended with this cost status."""
         return sum(group.calls for key, group in self.groups.items() if key.status == status.value)
