@@ -10,6 +10,7 @@ import pytest
 
 from spanledger import Recorder
 from spanledger.events import Event
+from spanledger.ledger import PriceTable
 from spanledger.providers import CohereReranker, JinaReranker, RerankProvider
 from spanledger.testing import StandIn
 
@@ -22,6 +23,16 @@ DOCUMENTS = [
     "sea salt from rock pools",
     "the moon pulls the oceans and the tides rise",
 ]
+
+PRICES = PriceTable.from_dict(
+    {
+        "currency": "USD",
+        "prices": [
+            {"provider": "cohere", "model": "*", "per_search_unit": "0.002"},
+            {"provider": "jina", "model": "*", "input_per_mtok": "0.02"},
+        ],
+    }
+)
 
 RankFunction = Callable[[str, Sequence[str], int | None], Any]
 
