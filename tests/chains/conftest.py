@@ -7,9 +7,15 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from spanledger import Recorder
 from spanledger.events import Event
+from spanledger.exporters.otel import OtelExporter
 from spanledger.ledger import PriceTable
 from spanledger.providers import CohereReranker, JinaReranker, RerankProvider
 from spanledger.testing import StandIn
@@ -116,3 +122,49 @@ async def aproviders(standin: StandIn) -> AsyncIterator[Providers]:
     made = Providers(standin)
     yield made
     await made.aclose()
+
+
+class Otel:
+    """An ``OtelExporter`` on private SDK providers, read back from memory."""
+
+    def __init__(self) -> None:
+        self.store = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.store))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.exporter = OtelExporter(
+            tracer_provider=self.tracer_provider, meter_provider=self.meter_provider
+        )
+        self.events: list[Event] = []
+        self.recorder = Recorder([self.exporter, self.events.append])
+
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.store.get_finished_spans())
+
+    def points(self, name: str) -> list[tuple[dict[str, Any], Any]]:
+        """Every data point of the metric ``name``: (attributes, value)."""
+        found: list[tuple[dict[str, Any], Any]] = []
+        data = self.reader.get_metrics_data()
+        if data is None:
+            return found
+        for resource in data.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == name:
+                        found.extend(
+                            (dict(point.attributes or {}), point.value)
+                            for point in metric.data.data_points  # type: ignore[union-attr]
+                        )
+        return found
+
+    def shutdown(self) -> None:
+        self.tracer_provider.shutdown()
+        self.meter_provider.shutdown()
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    made = Otel()
+    yield made
+    made.shutdown()
