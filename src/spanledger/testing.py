@@ -99,7 +99,7 @@ from types import TracebackType
 from typing import Any, Self
 from urllib.parse import unquote
 
-from spanledger.wire.endpoints import Vendor, bedrock_model
+from spanledger.wire.endpoints import IN_PROCESS_VENDORS, Vendor, bedrock_model
 
 __all__ = [
     "DEFAULT_DIMENSIONS",
@@ -138,9 +138,9 @@ __all__ = [
     "voyage_rerank",
 ]
 
-VENDORS = tuple(vendor.value for vendor in Vendor)
-"""The vendor names ``StandIn.base_url`` and ``Route`` accept (``spanledger.Vendor`` values;
-a ``Vendor`` member is accepted too)."""
+VENDORS = tuple(vendor.value for vendor in Vendor if vendor not in IN_PROCESS_VENDORS)
+"""The vendor names ``StandIn.base_url`` and ``Route`` accept (``spanledger.Vendor`` values,
+less the in-process libraries, which have no wire; a ``Vendor`` member is accepted too)."""
 
 DEFAULT_DIMENSIONS = 16
 """How many values a stand-in vector has when the request names no dimensions."""

@@ -107,6 +107,8 @@ def _fields(event: Event, cost: CostLine | None) -> dict[str, Any]:
             usage["input"] = event.usage.input_tokens
         if event.malformed_usage:
             metadata["malformed_usage"] = list(event.malformed_usage)
+        if event.usage_source is not None:
+            metadata["usage_source"] = event.usage_source
     if isinstance(event, EmbeddingEvent) and event.dimensions is not None:
         metadata["dimensions"] = event.dimensions
     if isinstance(event, RerankEvent):

@@ -18,6 +18,8 @@ from spanledger.ledger.pricing import Ledger
 from spanledger.ledger.report import AMOUNT_STATUSES, money, unrecorded_cost
 from spanledger.ledger.totals import GroupTotal
 
+_MICROSECONDS = Decimal(1_000_000)
+
 __all__ = ["FleetReport", "amount_text", "price_scan"]
 
 
@@ -216,6 +218,7 @@ def _priced(group: CallGroup, ledger: Ledger | None) -> CostLine:
         billing=group.billing,
         response_model=group.response_model,
         documents=group.documents,
+        seconds=Decimal(group.micros) / _MICROSECONDS,
     )
 
 

@@ -63,6 +63,7 @@ _COLUMNS = {
     "billing": "VARCHAR",
     "response_model": "VARCHAR",
     "document_count": "VARCHAR",
+    "latency_ms": "VARCHAR",
 }
 _EVENT_KINDS = ("embedding", "embedding_failed", "rerank", "rerank_failed")
 UNREADABLE = "not a readable JSON record"
@@ -103,6 +104,9 @@ class CallGroup:
     response_model: str | None = None
     documents: int | None = None
     day: str | None = None
+    micros: int = 0
+    """The succeeded calls' summed latency in whole microseconds (each rounded down), which a
+    ``per_compute_second`` rate prices."""
 
 
 @dataclass
@@ -220,7 +224,7 @@ def _scan(
             f"""SELECT {keys}, provider, model, operation, outcome, reported, category, error,
                 status,
                 cost_status, cost_currency, cost_code, cost_amount, calls, tokens, units, first_at,
-                malformed, billing, response_model, documents
+                malformed, billing, response_model, documents, micros
             FROM grouped WHERE class = 'call'"""
         ).fetchall()
     ]
@@ -319,6 +323,9 @@ def _grouping_query(
                 CASE WHEN {call} AND kind = 'rerank' AND usage IS NULL
                     AND billing = '{RULE_BILLING}' THEN try_cast(document_count AS BIGINT)
                     END AS documents,
+                CASE WHEN {call} AND kind IN ('embedding', 'rerank')
+                    THEN try_cast(floor(try_cast(latency_ms AS DOUBLE) * 1000) AS BIGINT)
+                    END AS call_micros,
                 {cost_columns}, ts,
                 CASE WHEN class = 'attribution' THEN {{
                     'request': request_id,
@@ -345,6 +352,7 @@ def _grouping_query(
             category, error, status, cost_status, cost_currency, cost_code, cost_amount, record,
             malformed, billing, response_model, documents, count(*) AS lines,
             sum(tokens) AS tokens, sum(units) AS units,
+            coalesce(sum(call_micros), 0) AS micros,
             min(ts) AS first_at, count(*) FILTER (WHERE {call}) AS calls
         FROM measured
         GROUP BY ALL
@@ -377,6 +385,7 @@ def _group(row: tuple[Any, ...], width: int, daily: bool = False) -> CallGroup:
         billing,
         response_model,
         documents,
+        micros,
     ) = row[width:]
     recorded = cost_status is not None or cost_amount is not None
     return CallGroup(
@@ -397,6 +406,7 @@ def _group(row: tuple[Any, ...], width: int, daily: bool = False) -> CallGroup:
         response_model=response_model,
         documents=int(documents) if documents is not None else None,
         day=day,
+        micros=int(micros),
     )
 
 

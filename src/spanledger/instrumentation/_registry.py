@@ -59,6 +59,8 @@ _INTEGRATIONS = {
     "mistralai": "spanledger.instrumentation.mistral_client",
     "ollama": "spanledger.instrumentation.ollama_client",
     "vertexai": "spanledger.instrumentation.vertexai_model",
+    "sentence_transformers": "spanledger.instrumentation.sentence_transformers_model",
+    "flashrank": "spanledger.instrumentation.flashrank_ranker",
 }
 _SUPPORT = {
     "openai": SdkSupport(
@@ -155,6 +157,19 @@ _SUPPORT = {
                 True,
             ),
         ),
+    ),
+    # in-process models: their classes are patched once the library is imported (not before)
+    "sentence_transformers": SdkSupport(
+        "sentence-transformers",
+        (((6, 2), (7,)),),
+        (),
+        creation="spanledger.instrumentation.sentence_transformers_model",
+    ),
+    "flashrank": SdkSupport(
+        "flashrank",
+        (((0, 2, 10), (0, 3)),),
+        (),
+        creation="spanledger.instrumentation.flashrank_ranker",
     ),
 }
 """What the process-wide switch patches per SDK, and the versions the tests cover."""
@@ -284,12 +299,16 @@ def instrument(
     ``cohere.ClientV2`` / ``AsyncClientV2``, ``cohere.Client`` / ``AsyncClient`` (v1),
     ``voyageai.Client`` / ``AsyncClient``, boto3 ``bedrock-runtime`` and
     ``bedrock-agent-runtime`` clients, ``google.genai.Client``, ``mistralai`` ``Mistral``,
-    ``ollama.Client`` / ``AsyncClient`` and ``vertexai`` ``TextEmbeddingModel``.
+    ``ollama.Client`` / ``AsyncClient`` and ``vertexai`` ``TextEmbeddingModel``; and models
+    that run in this process: ``sentence_transformers`` ``SentenceTransformer`` /
+    ``CrossEncoder`` and ``flashrank`` ``Ranker``.
     Instrumenting a client twice changes nothing.
 
     With no client, the process-wide switch: every client of the named SDKs (``"openai"``,
     ``"cohere"``, ``"voyageai"``, ``"botocore"``, ``"google.genai"``, ``"mistralai"``,
-    ``"ollama"``, ``"vertexai"``; default: each of them that is installed, imported now)
+    ``"ollama"``, ``"vertexai"``, ``"sentence_transformers"``, ``"flashrank"``; default: each
+    of them that is installed, imported now, except the in-process libraries, which are
+    patched when the program imports them)
     records, clients made before the switch and after it (Bedrock: clients made after it).
     An SDK version the tests do not cover is refused with a ``RuntimeError`` naming it and
     the range, before anything changes.
@@ -369,6 +388,7 @@ def _integration(client: object) -> Integration:
         "spanledger.instrument supports openai.OpenAI/AsyncOpenAI (Azure's too), "
         "cohere.ClientV2/AsyncClientV2, cohere.Client/AsyncClient, voyageai.Client/AsyncClient, "
         "boto3 bedrock-runtime and bedrock-agent-runtime clients, google.genai.Client, "
-        "mistralai Mistral, ollama.Client/AsyncClient and vertexai TextEmbeddingModel, "
+        "mistralai Mistral, ollama.Client/AsyncClient, vertexai TextEmbeddingModel, "
+        "sentence_transformers SentenceTransformer/CrossEncoder and flashrank Ranker, "
         f"not {type(client).__qualname__}"
     )

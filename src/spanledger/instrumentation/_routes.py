@@ -32,6 +32,7 @@ from spanledger.recording.facts import (
 from spanledger.wire.endpoints import (
     ALL_ENDPOINTS,
     COHERE_V1_EMBEDDINGS,
+    IN_PROCESS_VENDORS,
     Endpoint,
     VectorLayout,
     Vendor,
@@ -100,7 +101,7 @@ _COHERE_RERANK_MODEL = re.compile(r"rerank-(?:english|multilingual|v\d)", re.IGN
 def checked_vendors(vendors: Mapping[str, str] | None) -> dict[str, Vendor]:
     """The caller's host / URL-prefix map, refusing vendor names this module cannot read."""
     declared = dict(vendors or {})
-    known = sorted(vendor.value for vendor in Vendor)
+    known = sorted(vendor.value for vendor in Vendor if vendor not in IN_PROCESS_VENDORS)
     unknown = sorted({str(name) for name in declared.values()} - set(known))
     if unknown:
         raise ValueError(f"unknown vendor names {unknown}; known: {known}")

@@ -41,7 +41,7 @@ __all__ = [
     "example_prices_path",
 ]
 
-RATE_FIELDS = ("input_per_mtok", "per_search_unit", "per_request")
+RATE_FIELDS = ("input_per_mtok", "per_search_unit", "per_request", "per_compute_second")
 _ENTRY_FIELDS = frozenset(
     {"provider", "model", "currency", "valid_from", "valid_until", "checked", "note", *RATE_FIELDS}
 )
@@ -92,6 +92,8 @@ class PriceEntry:
     input_per_mtok: Decimal | None = None
     per_search_unit: Decimal | None = None
     per_request: Decimal | None = None
+    per_compute_second: Decimal | None = None
+    """A rate for your own compute: per second of a call's ``latency_ms`` (a local model)."""
     valid_from: datetime | None = None
     valid_until: datetime | None = None
     checked: date | None = None
@@ -117,7 +119,13 @@ class PriceEntry:
 
     def rates(self) -> tuple[object, ...]:
         """What two entries must share to price a model the same way."""
-        return (self.input_per_mtok, self.per_search_unit, self.per_request, self.currency)
+        return (
+            self.input_per_mtok,
+            self.per_search_unit,
+            self.per_request,
+            self.per_compute_second,
+            self.currency,
+        )
 
     def matches(self, provider: str, model: str) -> bool:
         """The exact name, or else the pattern (a model may itself contain ``[`` or ``*``)."""

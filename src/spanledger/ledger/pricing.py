@@ -17,6 +17,7 @@ its log without bound.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -42,6 +43,7 @@ __all__ = [
     "RULE_BILLING",
     "WARNED_KEYS_LIMIT",
     "Ledger",
+    "compute_seconds",
     "local_model",
     "price_by_rule",
     "price_usage",
@@ -71,6 +73,7 @@ _log = get_logger("spanledger.ledger")
 _warned: set[tuple[str, str, str]] = set()
 _suppressed = 0
 _ZERO = Decimal(0)
+_MICROSECONDS = Decimal(1_000_000)
 _SUCCESS = (EmbeddingEvent, RerankEvent)
 _warned_lock = _forksafe.module_lock(globals(), "_warned_lock")
 
@@ -132,11 +135,15 @@ def price_usage(
     malformed: Sequence[str] = (),
     response_model: str | None = None,
     basis: str = _ABANDONED,
+    seconds: Decimal | None = None,
 ) -> CostLine:
     """Price one billed call's usage (``None``: the provider reported none; ``malformed``
     names the figures it sent that were not counts). ``response_model``: the model the
     response reported, looked up when no entry matches ``model`` (which is then said in the
-    reason); ``basis``: why the usage of an ``estimated`` line is an estimate."""
+    reason); ``basis``: why the usage of an ``estimated`` line is an estimate; ``seconds``:
+    the compute time an entry's ``per_compute_second`` rate prices (see ``compute_seconds``).
+    An entry with that rate bills compute: a token or search-unit figure it has no rate for
+    is then recorded, not charged."""
     lookup = table.lookup(provider, model, at)
     fallback: str | None = None
     if (
@@ -168,14 +175,29 @@ def price_usage(
             + (f" nor for the model the response reported, {response_model}" if fallback else ""),
         )
     per_request = entry.per_request
+    by_compute = entry.per_compute_second is not None
+    if by_compute and seconds is None:
+        return CostLine(
+            status=CostStatus.UNMETERED,
+            amount=per_request,
+            currency=entry.currency if per_request is not None else None,
+            code=CostCode.USAGE_NOT_REPORTED,
+            reason=_noting(
+                "the call's compute time is unknown; only a per-request rate can be charged",
+                fallback,
+            ),
+            dimensions={"requests": per_request} if per_request is not None else {},
+            price_entry=entry.label,
+        )
     if usage is None:
         if entry.input_per_mtok is None and entry.per_search_unit is None:
+            charged = {"requests": per_request} if per_request is not None else {}
             return CostLine(
                 CostStatus.PRICED,
-                per_request,
+                _compute(charged, entry, seconds, per_request),
                 entry.currency,
                 fallback,
-                dimensions={"requests": per_request} if per_request is not None else {},
+                dimensions=charged,
                 price_entry=entry.label,
             )
         return CostLine(
@@ -199,14 +221,15 @@ def price_usage(
     amount: Decimal | None = None
     if per_request is not None:
         dimensions["requests"] = amount = per_request
+    amount = _compute(dimensions, entry, seconds, amount)
     tokens = usage.input_tokens
-    if tokens:
+    if tokens and not (by_compute and entry.per_token is None):
         if entry.per_token is None:
             return _missing_rate(entry, "input_per_mtok", tokens, "input_tokens", fallback)
         dimensions["input_tokens"] = cost = entry.per_token * tokens
         amount = cost if amount is None else amount + cost
     units = usage.search_units if type(usage) is RerankUsage else None
-    if units:
+    if units and not (by_compute and entry.per_search_unit is None):
         if entry.per_search_unit is None:
             return _missing_rate(entry, "per_search_unit", units, "search_units", fallback)
         dimensions["search_units"] = cost = entry.per_search_unit * units
@@ -225,6 +248,26 @@ def price_usage(
     return CostLine(
         CostStatus.PRICED, amount, entry.currency, fallback, None, dimensions, entry.label
     )
+
+
+def compute_seconds(latency_ms: float) -> Decimal:
+    """A call's compute time for a ``per_compute_second`` rate: its latency in whole
+    microseconds (rounded down), exactly as ``spanledger report`` sums it over a log."""
+    return Decimal(math.floor(latency_ms * 1000)) / _MICROSECONDS
+
+
+def _compute(
+    dimensions: dict[str, Decimal],
+    entry: PriceEntry,
+    seconds: Decimal | None,
+    amount: Decimal | None,
+) -> Decimal | None:
+    """``amount`` plus the entry's compute charge for ``seconds``, noted in ``dimensions``."""
+    rate = entry.per_compute_second
+    if rate is None or seconds is None:
+        return amount
+    dimensions["compute_seconds"] = cost = rate * seconds
+    return cost if amount is None else amount + cost
 
 
 def _noting(reason: str, fallback: str | None) -> str:
@@ -345,6 +388,7 @@ class Ledger:
         billing: str | None = None,
         response_model: str | None = None,
         documents: int | None = None,
+        seconds: Decimal | None = None,
     ) -> CostLine:
         """The cost of ``calls`` calls that price alike (one provider, model and outcome, started
         within one validity window of the table, with the same figures present), ``usage``
@@ -353,7 +397,8 @@ class Ledger:
         failed calls' category, error type and status code; ``malformed``: the usage figures
         they sent that were not counts; ``billing`` and ``response_model``: the events' own;
         ``documents``: the document count each of them sent, for reranks billed by rule (the
-        rule rounds up per call, so such calls price alike only at one document count)."""
+        rule rounds up per call, so such calls price alike only at one document count);
+        ``seconds``: the succeeded calls' summed ``compute_seconds``."""
         if outcome == "failed":
             unbilled = unbilled_failure(kind, failure)
             if unbilled is not None:
@@ -385,6 +430,7 @@ class Ledger:
                 estimated=outcome == "estimated",
                 malformed=malformed,
                 response_model=response_model if outcome == "succeeded" else None,
+                seconds=seconds if outcome == "succeeded" else None,
             )
         if billing == LOCAL_BILLING:
             line = local_model(line)
@@ -423,6 +469,7 @@ class Ledger:
                 event.usage,
                 malformed=event.malformed_usage,
                 response_model=event.response_model,
+                seconds=compute_seconds(event.latency_ms),
             )
         elif event.estimated_usage is not None:
             line = price_usage(

@@ -236,6 +236,8 @@ class Recording:
         fields["response_model"] = figures.response_model
         if figures.malformed_usage:
             fields["malformed_usage"] = figures.malformed_usage
+        if figures.usage_source is not None:
+            fields["usage_source"] = figures.usage_source
         if isinstance(facts, EmbedFacts):
             fields["input_count"] = facts.input_count
             fields["input_type"] = facts.input_type

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from spanledger.estimates import utf8_bytes as utf8_length
-from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument, UsageFigure
+from spanledger.events import (
+    EmbeddingUsage,
+    RerankUsage,
+    ScoredDocument,
+    UsageFigure,
+    UsageSource,
+)
 from spanledger.wire.http import server_of
 
 __all__ = [
@@ -89,6 +95,8 @@ class Figures:
     result_count: int | None = None
     results: list[ScoredDocument] | None = None
     malformed_usage: tuple[UsageFigure, ...] = ()
+    usage_source: UsageSource | None = None
+    """Who counted ``usage`` (``tokenizer``: an in-process model's own tokenizer)."""
 
 
 def given(value: object) -> bool:

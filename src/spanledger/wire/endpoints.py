@@ -20,6 +20,7 @@ from spanledger.errors import ErrorCategory
 __all__ = [
     "ALL_ENDPOINTS",
     "ENDPOINTS",
+    "IN_PROCESS_VENDORS",
     "SDK_ONLY_ENDPOINTS",
     "Billing",
     "Endpoint",
@@ -51,6 +52,13 @@ class Vendor(StrEnum):
     AZURE = "azure.ai.openai"
     MISTRAL = "mistral_ai"
     OLLAMA = "ollama"
+    SENTENCE_TRANSFORMERS = "sentence_transformers"
+    FLASHRANK = "flashrank"
+
+
+IN_PROCESS_VENDORS = frozenset({Vendor.SENTENCE_TRANSFORMERS, Vendor.FLASHRANK})
+"""Libraries whose models run inside the caller's process: they have no wire surface, so no
+route, stand-in or host map names them."""
 
 
 class VectorLayout(StrEnum):
