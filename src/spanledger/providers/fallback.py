@@ -466,9 +466,14 @@ async def _async_gate(chain: Chain, current: RerankStep, waker: _TokenWaker | No
         except Exception:
             return Reason.GATE_FAILED
         return chain.gate_verdict(verdict)
-    finished = await arun_in_thread(lambda: gate(check), left)
-    if waker is not None and waker.future.done():
-        raise _Aborted
+    waiting = asyncio.ensure_future(arun_in_thread(lambda: gate(check), left))
+    try:  # the token ends the wait for a hung sync gate as it does for a step
+        finished = await _bounded(waiting, left, waker)
+    except TimeoutError:
+        return Reason.GATE_TIMEOUT
+    except (asyncio.CancelledError, _Aborted):
+        waiting.cancel()
+        raise
     if finished.how == "timeout":
         return Reason.GATE_TIMEOUT
     if finished.how == "raised" or inspect.isawaitable(finished.value):
