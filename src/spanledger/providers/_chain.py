@@ -16,16 +16,28 @@ from spanledger._logs import get_logger
 from spanledger.breakers import Breakers, CircuitBreaker
 from spanledger.errors import ErrorCategory, ProviderError
 from spanledger.estimates import ABANDONED_ERROR_TYPES, estimate_rerank_usage, may_have_billed
-from spanledger.events import RerankUsage, ScoredDocument
+from spanledger.events import RerankUsage, ScoredDocument, trusted_builder_of
 from spanledger.outcomes import AttemptStatus, FallbackAttempt, Reason, RerankOutcome
 from spanledger.providers._contract import InvalidAnswer, broken_rule
 from spanledger.providers.steps import GateCheck, Ranked, RerankStep, as_step
 
-__all__ = ["Chain", "OnAttempt", "invalid_request"]
+__all__ = [
+    "Chain",
+    "OnAttempt",
+    "invalid_request",
+    "request_problem",
+    "skipped_outcome",
+    "steps_of",
+]
 
 _log = get_logger("spanledger.providers")
 
 OnAttempt = Callable[[FallbackAttempt], object]
+
+# Every field below is made here, or checked by the contract: no second validation pass.
+_attempt = trusted_builder_of(FallbackAttempt)
+_outcome = trusted_builder_of(RerankOutcome)
+_scored = trusted_builder_of(ScoredDocument)
 
 NOTHING_TO_DO = "nothing to rerank"
 EVERY_STEP_FAILED = "every step failed; results are the input order"
@@ -34,8 +46,13 @@ FALLBACK_ANSWERED = "answered by a fallback step"
 ABORTED = "cancelled by the caller"
 
 
+def skipped_outcome() -> RerankOutcome:
+    """Nothing to rank (no documents, ``top_k=0``): no step runs."""
+    return _outcome({"status": "skipped", "reason": NOTHING_TO_DO, "results": [], "attempts": []})
+
+
 def invalid_request(reason: str) -> RerankOutcome:
-    return RerankOutcome(status="invalid_request", reason=reason)
+    return _outcome({"status": "invalid_request", "reason": reason, "results": [], "attempts": []})
 
 
 def _seconds(name: str, value: object, *, optional: bool, zero: bool = False) -> str | None:
@@ -61,9 +78,10 @@ def request_problem(
         return "the query must be a non-blank string"
     if isinstance(documents, str | bytes) or not isinstance(documents, Sequence):
         return f"documents must be a list of strings, not {type(documents).__name__}"
-    for position, document in enumerate(documents):
-        if not isinstance(document, str):
-            return f"document {position} is a {type(document).__name__}, not a string"
+    if not all(type(document) is str for document in documents):
+        for position, document in enumerate(documents):
+            if not isinstance(document, str):
+                return f"document {position} is a {type(document).__name__}, not a string"
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
         return "top_k must be a whole number of at least 0, or None"
     return _seconds("deadline", deadline, optional=False, zero=True) or _seconds(
@@ -168,16 +186,18 @@ class Chain:
         detail: str | None = None,
     ) -> None:
         self.add(
-            FallbackAttempt(
-                provider=step.provider,
-                model=step.model,
-                status="skipped",
-                reason=reason,
-                detail=detail,
-                started_at=datetime.now(UTC),
-                billing=step.billing,
-                kind=step.kind,
-                breaker_state=breaker.state if breaker is not None else None,
+            _attempt(
+                {
+                    "provider": step.provider,
+                    "model": step.model,
+                    "status": "skipped",
+                    "reason": reason,
+                    "detail": detail,
+                    "started_at": datetime.now(UTC),
+                    "billing": step.billing,
+                    "kind": step.kind,
+                    "breaker_state": breaker.state if breaker is not None else None,
+                }
             )
         )
 
@@ -321,22 +341,24 @@ class Chain:
         category: ErrorCategory | None = None,
         error_type: str | None = None,
     ) -> FallbackAttempt:
-        return FallbackAttempt.model_construct(
-            provider=step.provider,
-            model=step.model,
-            status=status,
-            reason=reason,
-            detail=detail,
-            started_at=started,
-            duration_ms=elapsed_ms,
-            usage=usage,
-            usage_estimated=estimated,
-            error_category=category,
-            error_type=error_type,
-            billing=step.billing,
-            document_count=self.count,
-            kind=step.kind,
-            breaker_state=breaker.state if breaker is not None else None,
+        return _attempt(
+            {
+                "provider": step.provider,
+                "model": step.model,
+                "status": status,
+                "reason": reason,
+                "detail": detail,
+                "started_at": started,
+                "duration_ms": elapsed_ms,
+                "usage": usage,
+                "usage_estimated": estimated,
+                "error_category": category,
+                "error_type": error_type,
+                "billing": step.billing,
+                "document_count": self.count,
+                "kind": step.kind,
+                "breaker_state": breaker.state if breaker is not None else None,
+            }
         )
 
     def add(self, attempt: FallbackAttempt) -> None:
@@ -355,33 +377,39 @@ class Chain:
         """The chain's outcome once a step's ranking was kept (``results``) or none was."""
         if results is not None:
             index = len(self.attempts) - 1
-            return RerankOutcome(
-                status="ok" if index == 0 else "degraded",
-                reason=None if index == 0 else FALLBACK_ANSWERED,
-                results=results,
-                attempts=self.attempts,
-                answered_by=index,
-                callback_failures=self.callback_failures,
+            return self._finished(
+                "ok" if index == 0 else "degraded",
+                None if index == 0 else FALLBACK_ANSWERED,
+                results,
+                index,
             )
         identity = bool(self.attempts) and self.attempts[-1].reason == Reason.IDENTITY
-        return RerankOutcome(
-            status="degraded",
-            reason=IDENTITY_KEPT if identity else EVERY_STEP_FAILED,
-            results=self.input_order(),
-            attempts=self.attempts,
-            callback_failures=self.callback_failures,
+        return self._finished(
+            "degraded", IDENTITY_KEPT if identity else EVERY_STEP_FAILED, self.input_order()
         )
 
     def aborted(self) -> RerankOutcome:
-        return RerankOutcome(
-            status="aborted",
-            reason=ABORTED,
-            results=self.input_order(),
-            attempts=self.attempts,
-            callback_failures=self.callback_failures,
+        return self._finished("aborted", ABORTED, self.input_order())
+
+    def _finished(
+        self,
+        status: str,
+        reason: str | None,
+        results: list[ScoredDocument],
+        answered_by: int | None = None,
+    ) -> RerankOutcome:
+        return _outcome(
+            {
+                "status": status,
+                "reason": reason,
+                "results": results,
+                "attempts": list(self.attempts),
+                "answered_by": answered_by,
+                "callback_failures": self.callback_failures,
+            }
         )
 
     def input_order(self) -> list[ScoredDocument]:
         """Input order, every score 0.0: a placeholder ranking, flagged by the status."""
         size = self.count if self.top_k is None else min(self.count, self.top_k)
-        return [ScoredDocument(index=i, relevance_score=0.0) for i in range(size)]
+        return [_scored({"index": i, "relevance_score": 0.0}) for i in range(size)]

@@ -39,11 +39,11 @@ from spanledger.providers._bounded import (
     run_in_thread,
 )
 from spanledger.providers._chain import (
-    NOTHING_TO_DO,
     Chain,
     OnAttempt,
     invalid_request,
     request_problem,
+    skipped_outcome,
     steps_of,
 )
 from spanledger.providers.gates import spend_below, when
@@ -176,7 +176,7 @@ def _prepared(
         assert isinstance(query, str)
         assert isinstance(documents, Sequence)
         if not documents or top_k == 0:
-            return RerankOutcome(status="skipped", reason=NOTHING_TO_DO)
+            return skipped_outcome()
         return Chain(
             made,
             query,

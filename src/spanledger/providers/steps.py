@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
-from spanledger.events import RerankResponse, RerankUsage, ScoredDocument
+from spanledger.events import RerankResponse, RerankUsage, ScoredDocument, trusted_builder_of
 from spanledger.outcomes import FallbackAttempt, StepKind
 from spanledger.providers._contract import InvalidAnswer
 from spanledger.providers._provider import RerankProvider
@@ -43,6 +44,10 @@ __all__ = [
     "as_step",
     "step",
 ]
+
+
+_scored = trusted_builder_of(ScoredDocument)
+"""Local steps make their results from finite floats they checked: no validation pass."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,14 +168,14 @@ class ProviderStep(RerankStep):
 
 
 def ranked_by_scores(scores: Sequence[float], top_k: int | None) -> list[ScoredDocument]:
-    """Documents by score, highest first, ties in input order, cut at ``top_k``."""
+    """Documents by score, highest first, ties in input order, cut at ``top_k``;
+    ``InvalidAnswer`` when a score is not a finite number."""
+    if not all(map(math.isfinite, scores)):
+        raise InvalidAnswer("a score is not a finite number")
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
     if top_k is not None:
         order = order[:top_k]
-    try:
-        return [ScoredDocument(index=i, relevance_score=scores[i]) for i in order]
-    except ValidationError as refused:
-        raise InvalidAnswer("a score is not a finite number") from refused
+    return [_scored({"index": i, "relevance_score": scores[i]}) for i in order]
 
 
 def _model_name(model: object) -> str:
