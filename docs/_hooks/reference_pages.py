@@ -11,6 +11,7 @@ import pkgutil
 from pathlib import Path
 from typing import Any
 
+import griffe
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
@@ -53,10 +54,51 @@ def page_path(module: str) -> str:
     return f"reference/{module}.md"
 
 
-def page_text(module: str) -> str:
+def page_text(module: str, package: griffe.Module) -> str:
     if module == "spanledger":
         return top_level_text()
-    return f"---\ntitle: {module}\n---\n\n::: {module}\n"
+    found = package[module.removeprefix("spanledger.")]
+    assert isinstance(found, griffe.Module)
+    return "\n".join([f"---\ntitle: {module}\n---\n", *module_blocks(found)])
+
+
+def module_blocks(module: griffe.Module, level: int = 1) -> list[str]:
+    """One ``:::`` block for the module and one per public submodule, each object rendered once.
+
+    A package's own page shows the names it exports; a submodule's block leaves those out (they
+    are the same objects), and shows what else it defines.
+    """
+    blocks = [directive(module.path, level, members=None if level == 1 else [])]
+    if not module.modules:
+        return blocks
+    exported = {
+        member.target_path
+        for member in module.members.values()
+        if isinstance(member, griffe.Alias) and member.is_public
+    }
+    for name, submodule in sorted(module.modules.items()):
+        if name.startswith("_") or not isinstance(submodule, griffe.Module):
+            continue
+        own = [
+            member_name
+            for member_name, member in submodule.members.items()
+            if not member_name.startswith("_")
+            and not member.is_alias
+            and not member.is_module
+            and member.is_public
+            and member.path not in exported
+        ]
+        blocks.append(directive(submodule.path, level + 1, members=own))
+    return blocks
+
+
+def directive(path: str, level: int, *, members: list[str] | None) -> str:
+    """A mkdocstrings block for ``path``: all its public members, or only ``members``."""
+    options = [f"      heading_level: {level}", "      show_submodules: false"]
+    if members is not None:
+        listed = ", ".join(members)
+        options.append(f"      members: [{listed}]" if members else "      members: false")
+    return "\n".join([f"::: {path}", "    options:", *options, ""])
 
 
 def top_level_text() -> str:
@@ -97,6 +139,9 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 
 def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
     """Add each module's page, made here rather than written in docs/."""
+    package = griffe.load("spanledger", search_paths=[str(PACKAGE.parent)], resolve_aliases=False)
+    assert isinstance(package, griffe.Module)
     for module in public_modules():
-        files.append(File.generated(config, page_path(module), content=page_text(module)))
+        text = page_text(module, package)
+        files.append(File.generated(config, page_path(module), content=text))
     return files
