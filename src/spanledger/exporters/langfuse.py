@@ -12,6 +12,10 @@ metadata lists the attempts that were retried (``retried_attempts``) and counts 
 (``attempts``), and its cost details are what the whole logical call was charged
 (``spanledger.costs.summed_cost`` says why).
 
+A rerank fallback chain is a ``chain`` observation: the calls its steps make nest under it, and
+it ends with the outcome's status and every attempt in its metadata (``WARNING`` level when the
+chain was degraded or aborted, ``ERROR`` for an invalid request).
+
 Inside ``spanledger.request(...)`` the request is an observation of its own (a ``request``
 span) and its calls nest under it, so a turn is one Langfuse trace. It opens under the span
 current at that moment: an observation of the application's, or the OTel exporter's request
@@ -21,8 +25,10 @@ every backend.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from spanledger import _forksafe
@@ -45,6 +51,8 @@ from spanledger.exporters._payload import (
 )
 from spanledger.exporters._text import encodable
 from spanledger.exporters.otel import MAX_ATTEMPT_EVENTS
+from spanledger.outcomes import RerankOutcome
+from spanledger.recorder import current_scope
 
 if TYPE_CHECKING:
     from langfuse import Langfuse
@@ -57,6 +65,36 @@ _TRACES_KEPT = 10_000
 """Request ids whose trace is remembered (for the attribution score); the oldest go first."""
 _DEFAULT_TIMEOUT = 5.0
 """Seconds ``flush`` and ``shutdown`` wait when not told (the recorder tells them)."""
+_CHAIN_LEVELS = {"degraded": "WARNING", "aborted": "WARNING", "invalid_request": "ERROR"}
+
+_open_chain: ContextVar[Any | None] = ContextVar("spanledger_langfuse_chain", default=None)
+"""The chain observation the calls made now belong to (a step's worker thread inherits it)."""
+
+
+def chain_metadata(outcome: RerankOutcome) -> dict[str, Any]:
+    """A chain's outcome for its observation: statuses, reasons, durations and usage per
+    attempt; never the query, documents or scores."""
+    attempts = [
+        {
+            key: value
+            for key, value in attempt.model_dump(
+                mode="json", exclude={"started_at"}, exclude_none=True
+            ).items()
+            if value is not False
+        }
+        for attempt in outcome.attempts
+    ]
+    metadata: dict[str, Any] = {
+        "operation": "rerank_chain",
+        "status": outcome.status,
+        "attempts": attempts,
+        "result_count": len(outcome.results),
+    }
+    if outcome.reason:
+        metadata["reason"] = encodable(outcome.reason)
+    if outcome.answered_by is not None:
+        metadata["answered_by"] = outcome.answered_by + 1
+    return metadata
 
 
 def _observation_type(source: Event | CallStarted) -> str:
@@ -235,9 +273,11 @@ class LangfuseExporter:
 
     def _start(self, source: Event | CallStarted) -> Any:
         """The call's observation: a child of its request's, when the request is open."""
-        with self._lock:
-            request = self._requests.get(source.request_id) if source.request_id else None
-        parent: Any = request if request is not None else self.client
+        parent: Any = _open_chain.get()
+        if parent is None:
+            with self._lock:
+                request = self._requests.get(source.request_id) if source.request_id else None
+            parent = request if request is not None else self.client
         return parent.start_observation(
             name=_name(source),
             as_type=_observation_type(source),
@@ -263,6 +303,37 @@ class LangfuseExporter:
         with self._lock:
             if self._requests.get(request_id) is observation:
                 del self._requests[request_id]
+        observation.end()
+
+    def chain_started(self, document_count: int | None, top_k: int | None) -> tuple[Any, Any]:
+        """Open a rerank chain's observation; the calls of its steps nest under it."""
+        parent: Any = _open_chain.get()
+        if parent is None:
+            scope = current_scope()
+            with self._lock:
+                request = self._requests.get(scope.request_id) if scope is not None else None
+            parent = request if request is not None else self.client
+        metadata: dict[str, Any] = {"operation": "rerank_chain"}
+        if document_count is not None:
+            metadata["document_count"] = document_count
+        if top_k is not None:
+            metadata["top_k"] = top_k
+        observation = parent.start_observation(
+            name="rerank_chain", as_type="chain", metadata=metadata
+        )
+        return observation, _open_chain.set(observation)
+
+    def chain_ended(self, handle: tuple[Any, Any], outcome: RerankOutcome) -> None:
+        """End the chain's observation with its outcome and attempts."""
+        observation, token = handle
+        with contextlib.suppress(ValueError):  # ended in another context: nothing to restore
+            _open_chain.reset(token)
+        level = _CHAIN_LEVELS.get(outcome.status)
+        update: dict[str, Any] = {"metadata": chain_metadata(outcome)}
+        if level is not None:
+            update["level"] = level
+            update["status_message"] = encodable(outcome.reason or outcome.status)
+        observation.update(**update)
         observation.end()
 
     def call_started(self, started: CallStarted) -> None:
