@@ -130,6 +130,7 @@ class Chain:
         self.on_attempt = on_attempt
         self.attempts: list[FallbackAttempt] = []
         self.callback_failures = 0
+        self._logged_failures: set[str] = set()
         self.started = time.monotonic()
 
     # ---------------------------------------------------------------- time
@@ -369,7 +370,10 @@ class Chain:
             self.on_attempt(attempt)
         except Exception as exc:
             self.callback_failures += 1
-            _log.warning("on_attempt_failed", error_type=type(exc).__name__)
+            kind = type(exc).__name__
+            if kind not in self._logged_failures:  # once per type: a callback failing on every
+                self._logged_failures.add(kind)  # attempt says so once, counted on the outcome
+                _log.warning("on_attempt_failed", error_type=kind)
 
     # ---------------------------------------------------------------- outcomes
 
