@@ -315,3 +315,42 @@ def test_an_unwritable_target_is_one_line(tmp_path: Path, log: Path) -> None:
     assert err.startswith("error: ")
     assert err.count("\n") == 1
     assert list(tmp_path.iterdir()) == [log]
+
+
+def test_no_payload_reaches_the_page(tmp_path: Path) -> None:
+    import spanledger
+    from spanledger.providers import CohereEmbeddings, CohereReranker
+    from spanledger.testing import StandIn
+
+    sentinel = "SENTINEL-7f3a-html-report"
+    passages = [f"a passage {sentinel}", f"another {sentinel}"]
+    sink = spanledger.JsonlSink(tmp_path / "logs")
+    with (
+        StandIn() as standin,
+        spanledger.Recorder([sink]) as recorder,
+        spanledger.use(recorder),
+        spanledger.request("turn-1") as request,
+    ):
+        cohere = standin.base_url("cohere")
+        CohereEmbeddings("embed-v4.0", base_url=cohere, api_key="k").embed([sentinel])
+        ranked = CohereReranker("rerank-v3.5", base_url=cohere, api_key="k").rerank(
+            f"question {sentinel}", passages, top_k=2
+        )
+        frames = request.serve(ranked, passages, provider_id="kb")
+        request.render(frames)
+        request.cite(frames[:1])
+        request.report()
+    target = tmp_path / "report.html"
+    status, out, err = run(
+        "report",
+        str(tmp_path / "logs"),
+        "--prices",
+        str(example_prices_path()),
+        "--html",
+        str(target),
+    )
+    assert status == 0, err
+    page = target.read_text(encoding="utf-8")
+    assert sentinel not in page
+    assert sentinel not in out + err
+    assert read_page(target).bar_figures("cited-share")  # the request was charted
