@@ -17,6 +17,7 @@ from spanledger.exporters.otel import OtelExporter
 from spanledger.exporters.prometheus import PrometheusEndpoint
 from spanledger.ledger import example_prices_path
 from spanledger.providers import CohereEmbeddings, CohereReranker, JinaReranker, TEIEmbeddings
+from spanledger.providers.fallback import BM25Step, Breakers, with_fallback
 from spanledger.testing import StandIn
 
 from .conftest import require_backend
@@ -103,6 +104,8 @@ def test_dashboard_and_alert_against_real_prometheus() -> None:
         unmetered = TEIEmbeddings("bge-small", base_url=standin.base_url("tei"))
         failing = CohereReranker("fail-503", base_url=standin.base_url("cohere"))
         garbage = CohereReranker("usage-malformed", base_url=standin.base_url("cohere"))
+        down = JinaReranker("fail-502", base_url=standin.base_url("jina"))
+        breakers = Breakers(failures=2, window=60, cooldown=3600)
 
         def traffic() -> None:
             with spanledger.use(recorder):
@@ -113,6 +116,8 @@ def test_dashboard_and_alert_against_real_prometheus() -> None:
                 with pytest.raises(spanledger.ProviderError):
                     failing.rerank("moon", ["tides"])
                 garbage.rerank("moon", ["tides"])  # search_units: "abc"
+            chain = [down, BM25Step()]  # after two 502s its breaker opens: degraded, no call
+            with_fallback(chain, "moon", ["tides", "ships"], breakers=breakers, recorder=recorder)
 
         traffic()
         with PrometheusServer(binary, [f"127.0.0.1:{endpoint.port}"], [RULES]) as prometheus:
@@ -158,13 +163,33 @@ def test_dashboard_and_alert_against_real_prometheus() -> None:
                 ]
 
             documented = documented_labels()
-            assert len(documented) == 6, documented
+            assert len(documented) == 8, documented
             for metric, labels in documented.items():
                 series = prometheus.query(f'{{__name__=~"{metric}(_count)?"}}')
                 assert series, f"documented metric {metric} has no series"
                 seen = {name for each in series for name in each["metric"]} - _SCRAPE_LABELS
                 assert seen <= labels, f"{metric}: labels {sorted(seen - labels)} undocumented"
                 assert labels <= seen, f"{metric}: documented {sorted(labels - seen)} not seen"
+
+            def circuit_open() -> list[dict[str, str]]:
+                return [
+                    alert["labels"]
+                    for alert in prometheus.alerts()
+                    if alert["labels"].get("alertname") == "SpanledgerCircuitOpen"
+                    and alert["state"] == "firing"
+                ]
+
+            assert wait_until(lambda: bool(circuit_open()), 30), prometheus.alerts()
+            assert [
+                (labels["gen_ai_provider_name"], labels["gen_ai_request_model"])
+                for labels in circuit_open()
+            ] == [("jina", "fail-502")]
+            state = prometheus.query('spanledger_breaker_state{gen_ai_request_model="fail-502"}')
+            assert float(state[0]["value"][1]) == 1.0
+            outcomes = prometheus.query(
+                "sum by (spanledger_chain_status) (spanledger_rerank_chain_outcomes_total)"
+            )
+            assert {o["metric"]["spanledger_chain_status"] for o in outcomes} == {"degraded"}
 
             assert wait_until(lambda: bool(malformed_firing()), 30), prometheus.alerts()
             assert [

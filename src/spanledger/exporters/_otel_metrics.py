@@ -260,7 +260,7 @@ class GenAIMetrics:
         meter.create_observable_gauge(
             "spanledger.breaker.state",
             callbacks=[_breaker_states],
-            unit="1",
+            unit="{state}",
             description="Each circuit breaker's state: 0 closed, 1 open, 2 half-open.",
         )
         self._attribute_cache: dict[tuple[bool, str, str, str | None, bool], dict[str, Any]] = {}
