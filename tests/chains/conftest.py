@@ -78,7 +78,9 @@ class Providers:
         self.recorder = Recorder([self.events.append])
         self._made: list[RerankProvider] = []
 
-    def cohere(self, model: str = "rerank-v3.5", recorder: Recorder | None = None) -> CohereReranker:
+    def cohere(
+        self, model: str = "rerank-v3.5", recorder: Recorder | None = None
+    ) -> CohereReranker:
         made = CohereReranker(
             model,
             base_url=self.standin.base_url("cohere"),
@@ -153,8 +155,8 @@ class Otel:
                 for metric in scope.metrics:
                     if metric.name == name:
                         found.extend(
-                            (dict(point.attributes or {}), point.value)
-                            for point in metric.data.data_points  # type: ignore[union-attr]
+                            (dict(point.attributes or {}), getattr(point, "value", None))
+                            for point in metric.data.data_points
                         )
         return found
 

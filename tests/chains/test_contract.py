@@ -134,8 +134,8 @@ def test_a_ranked_whose_results_are_no_list_is_refused() -> None:
 
 
 def test_a_result_missing_its_score_is_refused() -> None:
-    broken = [sneaked(1, 0.9), ScoredDocument.model_construct(index=3), sneaked(0, 0.5)]
-    _through_chain([*broken, sneaked(2, 0.1)], "not a finite number")
+    scoreless = ScoredDocument.model_construct(index=3)  # type: ignore[call-arg]
+    _through_chain([sneaked(1, 0.9), scoreless, sneaked(0, 0.5), sneaked(2, 0.1)], "finite")
 
 
 async def test_the_async_chain_refuses_a_broken_answer_and_moves_on() -> None:

@@ -77,9 +77,7 @@ def test_an_async_gate_in_the_sync_chain_fails_its_step() -> None:
 
 def test_a_hanging_gate_is_bounded_by_the_chain_deadline(release: threading.Event) -> None:
     started = time.monotonic()
-    outcome = with_fallback(
-        _gated(lambda check: release.wait(5)), QUERY, DOCUMENTS, deadline=0.3
-    )
+    outcome = with_fallback(_gated(lambda check: release.wait(5)), QUERY, DOCUMENTS, deadline=0.3)
     elapsed = time.monotonic() - started
     assert elapsed < 0.3 + 0.25
     assert _reasons(outcome) == [("skipped", "gate_timeout"), ("skipped", "deadline_exhausted")]

@@ -119,7 +119,9 @@ def _answers() -> list[object]:
     ]
 
 
-@pytest.mark.parametrize("answer", _answers(), ids=["ranked", "response", "scored", "pairs", "tuple"])
+@pytest.mark.parametrize(
+    "answer", _answers(), ids=["ranked", "response", "scored", "pairs", "tuple"]
+)
 def test_a_sync_callable_answer_in_each_shape(answer: object) -> None:
     def rank(query: str, documents: Sequence[str], top_k: int | None) -> Any:
         assert (query, list(documents), top_k) == (QUERY, DOCUMENTS, 2)
@@ -136,7 +138,9 @@ def test_a_sync_callable_answer_in_each_shape(answer: object) -> None:
         assert attempt.usage is None
 
 
-@pytest.mark.parametrize("answer", _answers(), ids=["ranked", "response", "scored", "pairs", "tuple"])
+@pytest.mark.parametrize(
+    "answer", _answers(), ids=["ranked", "response", "scored", "pairs", "tuple"]
+)
 async def test_an_async_callable_answer_in_each_shape(answer: object) -> None:
     async def rank(query: str, documents: Sequence[str], top_k: int | None) -> Any:
         return answer
@@ -243,7 +247,11 @@ def test_a_cross_encoder_returning_the_wrong_count_fails() -> None:
     outcome = with_fallback([CrossEncoderStep(FakeCrossEncoder(drop=1)), good], QUERY, DOCUMENTS)
     assert outcome.status == "degraded"
     failed = outcome.attempts[0]
-    assert (failed.status, failed.reason, failed.error_type) == ("failed", "step_error", "ValueError")
+    assert (failed.status, failed.reason, failed.error_type) == (
+        "failed",
+        "step_error",
+        "ValueError",
+    )
 
 
 def test_a_cross_encoder_is_named_from_its_config_or_its_class() -> None:

@@ -101,6 +101,9 @@ def steps_of(given: object) -> list[RerankStep] | str:
             return f"step {position} ({type(thing).__name__}) is not a step: {refused}"
         if made is None:
             return f"step {position} is a {type(thing).__name__}, not something that ranks"
+        timeout = _seconds(f"step {position} timeout", made.timeout, optional=True)
+        if timeout is not None:  # a bad one would start the step on no budget, or fail the run
+            return timeout
         steps.append(made)
     return steps
 

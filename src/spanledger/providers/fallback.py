@@ -106,6 +106,8 @@ def with_fallback(
     ``on_attempt``: called with each attempt as it ends. Never raises.
     """
     chain = _prepared(steps, query, documents, top_k, deadline, step_timeout, breakers, on_attempt)
+    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+        chain = invalid_request("cancel must be a CancelToken or a threading.Event")
     sinks = _opened(recorder, chain)
     if isinstance(chain, RerankOutcome):
         return _delivered(chain, sinks)
@@ -137,6 +139,8 @@ async def awith_fallback(
     and cancelling the task that awaits the chain (or ``cancel``) ends it as ``aborted`` —
     the chain returns its outcome instead of re-raising the cancellation."""
     chain = _prepared(steps, query, documents, top_k, deadline, step_timeout, breakers, on_attempt)
+    if cancel is not None and not isinstance(cancel, CancelToken):  # it must wake the loop
+        chain = invalid_request(f"cancel must be a CancelToken, not {type(cancel).__name__}")
     sinks = _opened(recorder, chain)
     if isinstance(chain, RerankOutcome):
         return _delivered(chain, sinks)
