@@ -91,8 +91,9 @@ def model_label(given: object) -> str | None:
 @dataclass(frozen=True, slots=True)
 class LocalSpec:
     """How to record one model method: ``facts`` reads the call (the model, its positional and
-    keyword arguments) and says how many rows its tokenizer should see (``None``: unknown
-    until counted); ``figures`` reads the result's shape (width, result count, results)."""
+    keyword arguments) and says how many rows its tokenizer should see (``None``: not known,
+    so neither is the usage); ``figures`` reads the result's shape (width, result count,
+    results)."""
 
     facts: Callable[
         [Any, tuple[Any, ...], dict[str, Any]], tuple[EmbedFacts | RerankFacts, int | None]
@@ -128,18 +129,12 @@ class LocalCall(Recording):
     def returned(self, result: object, spec: LocalSpec) -> None:
         try:
             facts = self.facts
-            if self.expected is None and not self.unknown:  # the inputs were not sized
-                self.expected = self.rows
-                if isinstance(facts, EmbedFacts):
-                    facts.input_count = self.rows
-                else:
-                    facts.document_count = self.rows
             try:
                 figures = spec.figures(result, facts)
             except Exception as exc:
                 logged(exc)
                 figures = Figures()
-            if not self.unknown and self.rows == self.expected:
+            if not self.unknown and self.expected is not None and self.rows == self.expected:
                 figures.usage = (
                     EmbeddingUsage(input_tokens=self.tokens)
                     if isinstance(facts, EmbedFacts)
