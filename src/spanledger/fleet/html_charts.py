@@ -36,6 +36,8 @@ _COLOURS = (
 _SVG = "{http://www.w3.org/2000/svg}"
 _PRINTED_UP_TO = 31
 """A chart with more categories than this prints no value on its bars (the titles still do)."""
+_LABELLED_UP_TO = 31
+"""A chart by day with more days than this labels only some of them."""
 
 
 def require_charting() -> None:
@@ -92,14 +94,16 @@ def chart_svg(chart: Chart) -> str:
         print_values=not chart.stacked and rows <= _PRINTED_UP_TO,
         print_values_position="top",
         x_label_rotation=0 if chart.horizontal or rows <= 12 else 45,
-        show_minor_x_labels=True,
+        x_labels_major_every=_label_every(chart),
+        show_minor_x_labels=chart.horizontal or rows <= _LABELLED_UP_TO,
         value_formatter=_axis_number,
         y_labels=_ticks(chart),
         margin_bottom=36 if chart.stacked or chart.legend else 10,
         spacing=12,
         no_data_text=chart.empty or "nothing to draw",
     )
-    graph.x_labels = list(chart.categories)
+    order = slice(None, None, -1 if chart.horizontal else 1)  # pygal draws bars upwards
+    graph.x_labels = list(chart.categories[order])
     for series in chart.series:
         graph.add(
             series.name,
@@ -112,13 +116,27 @@ def chart_svg(chart: Chart) -> str:
                     "label": f"{category} · {series.name}: {text}",
                 }
                 for category, value, text in zip(
-                    chart.categories, series.values, series.texts, strict=True
+                    chart.categories[order],
+                    series.values[order],
+                    series.texts[order],
+                    strict=True,
                 )
             ],
         )
     graph.add_xml_filter(_offline)
+    if chart.horizontal:
+        graph.add_xml_filter(_figures_after_bars)
     rendered = graph.render(is_unicode=True)
     return str(rendered)
+
+
+def _label_every(chart: Chart) -> int | None:
+    """Label every n-th bar of a chart with many (the first of each stretch), so the labels
+    stay readable; every bar is labelled up to ``_LABELLED_UP_TO``."""
+    rows = len(chart.categories)
+    if chart.horizontal or rows <= _LABELLED_UP_TO:
+        return None
+    return -(-rows // _LABELLED_UP_TO)
 
 
 def _axis_number(value: float) -> str:
@@ -140,6 +158,8 @@ def _ticks(chart: Chart) -> list[float] | None:
     whole = chart.unit in {"calls", "requests"}
     step = _nice_step(top / 6 if top > 0 else Decimal(1), whole)
     count = int(top / step) + (1 if top % step else 0)
+    if chart.horizontal and step * count < top * Decimal("1.2"):
+        count += 1  # room after the longest bar for its figure
     return [float(step * n) for n in range(count + 1)]
 
 
@@ -159,6 +179,16 @@ def _fixed(text: str) -> Any:
         return text
 
     return formatter
+
+
+def _figures_after_bars(root: Any) -> Any:
+    """Print a horizontal bar's figure just after its end, not centred on it (where a short
+    bar's figure would run into the labels)."""
+    for text in root.iter():
+        if text.get("class") == "value" and text.get("x") is not None:
+            text.set("text-anchor", "start")
+            text.set("x", str(float(text.get("x")) + 4))
+    return root
 
 
 def _offline(root: Any) -> Any:
