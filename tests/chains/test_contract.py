@@ -12,7 +12,7 @@ import pytest
 from spanledger.events import ScoredDocument
 from spanledger.providers._contract import broken_rule
 from spanledger.providers.fallback import RerankOutcome, awith_fallback, with_fallback
-from spanledger.providers.steps import CallableStep, Ranked
+from spanledger.providers.steps import CallableStep, StepRanking
 
 from .conftest import DOCUMENTS, QUERY, SENTINEL, answering, good, returning
 
@@ -124,13 +124,13 @@ def test_a_ranking_item_that_is_no_pair_is_refused() -> None:
 
 
 def test_a_ranked_holding_no_scored_documents_is_refused() -> None:
-    """Regression: a ``Ranked`` of pairs made the whole chain fail with no attempts."""
-    broken = Ranked([(1, 0.9), (3, 0.8), (0, 0.5), (2, 0.1)])  # type: ignore[list-item]
+    """Regression: a ``StepRanking`` of pairs made the whole chain fail with no attempts."""
+    broken = StepRanking([(1, 0.9), (3, 0.8), (0, 0.5), (2, 0.1)])  # type: ignore[list-item]
     _through_chain(broken, "list of scored documents")
 
 
 def test_a_ranked_whose_results_are_no_list_is_refused() -> None:
-    _through_chain(Ranked(None), "list of scored documents")  # type: ignore[arg-type]
+    _through_chain(StepRanking(None), "list of scored documents")  # type: ignore[arg-type]
 
 
 def test_a_result_missing_its_score_is_refused() -> None:

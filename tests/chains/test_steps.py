@@ -19,7 +19,7 @@ from spanledger.providers.steps import (
     CrossEncoderStep,
     IdentityStep,
     ProviderStep,
-    Ranked,
+    StepRanking,
     as_step,
     step,
 )
@@ -111,7 +111,7 @@ def _answers() -> list[object]:
     documents = [ScoredDocument(index=i, relevance_score=s) for i, s in pairs]
     usage = RerankUsage(search_units=1)
     return [
-        Ranked(documents, usage),
+        StepRanking(documents, usage),
         RerankResponse(results=documents, model="m", usage=usage, raw=None),
         documents,
         pairs,
@@ -132,7 +132,7 @@ def test_a_sync_callable_answer_in_each_shape(answer: object) -> None:
     assert _ranked_by(outcome) == [3, 1]
     (attempt,) = outcome.attempts
     assert (attempt.kind, attempt.model, attempt.provider) == ("callable", "mine", "local")
-    if isinstance(answer, Ranked | RerankResponse):
+    if isinstance(answer, StepRanking | RerankResponse):
         assert attempt.usage == RerankUsage(search_units=1)
     else:
         assert attempt.usage is None

@@ -19,7 +19,7 @@ from spanledger.estimates import ABANDONED_ERROR_TYPES, estimate_rerank_usage, m
 from spanledger.events import RerankUsage, ScoredDocument, trusted_builder_of
 from spanledger.outcomes import AttemptStatus, FallbackAttempt, Reason, RerankOutcome
 from spanledger.providers._contract import InvalidAnswer, broken_rule
-from spanledger.providers.steps import GateCheck, Ranked, RerankStep, as_step
+from spanledger.providers.steps import GateCheck, RerankStep, StepRanking, as_step
 
 __all__ = [
     "Chain",
@@ -217,10 +217,10 @@ class Chain:
         elapsed = (time.perf_counter() - t0) * 1000
         rule = (
             broken_rule(answer.results, self.count, self.top_k)
-            if isinstance(answer, Ranked)
+            if isinstance(answer, StepRanking)
             else f"a step must return a ranking, not a {type(answer).__name__}"
         )
-        if rule is not None or not isinstance(answer, Ranked):
+        if rule is not None or not isinstance(answer, StepRanking):
             if breaker is not None:
                 breaker.failed()
             self.add(

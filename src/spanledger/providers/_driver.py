@@ -17,6 +17,7 @@ from spanledger.events import EmbeddingResponse, RerankResponse
 from spanledger.recording.call import Recording, ended_by
 from spanledger.recording.facts import Figures
 from spanledger.recording.reported import answered_badly, unreadable_response
+from spanledger.wire.http import decoded_body, undecodable_body
 
 __all__ = ["Timeout", "drive_async", "drive_sync", "run_async", "run_sync"]
 
@@ -84,6 +85,63 @@ def _next_request(
     raise answered_badly(failure, response.status_code, response.content)
 
 
+def _received(response: httpx.Response, raw: bytes) -> httpx.Response | ProviderError:
+    """A response read off the wire raw, with its body decoded by the content encoding it
+    declares, as the transport path reads it. A body that does not decode: a 2xx is an
+    unusable answer (the provider did the work); another status is its status's failure,
+    read from the raw bytes with the encoding header dropped."""
+    status = response.status_code
+    body = decoded_body(status, response.headers, raw)
+    headers = response.headers
+    if body is None:
+        if 200 <= status < 300:
+            return answered_badly(undecodable_body(), status, raw)
+        headers = headers.copy()
+        del headers["content-encoding"]
+        body = raw
+    else:
+        headers = headers.copy()
+        headers.pop("content-encoding", None)
+    return httpx.Response(
+        status,
+        headers=headers,
+        content=body,
+        request=response.request,
+        extensions=response.extensions,
+    )
+
+
+def _send_sync(
+    client: httpx.Client, request: httpx.Request, timeout: Timeout
+) -> httpx.Response | ProviderError:
+    """Send and read the whole answer; a declared content encoding is applied here, so that
+    a body which does not decode ends as the same event as on every other path."""
+    response = client.send(_prepared(request, client, timeout), stream=True)
+    try:
+        if "content-encoding" not in response.headers:
+            response.read()
+            return response
+        raw = b"".join(response.iter_raw())
+    finally:
+        response.close()
+    return _received(response, raw)
+
+
+async def _send_async(
+    client: httpx.AsyncClient, request: httpx.Request, timeout: Timeout
+) -> httpx.Response | ProviderError:
+    """The asyncio twin of ``_send_sync``."""
+    response = await client.send(_prepared(request, client, timeout), stream=True)
+    try:
+        if "content-encoding" not in response.headers:
+            await response.aread()
+            return response
+        raw = b"".join([chunk async for chunk in response.aiter_raw()])
+    finally:
+        await response.aclose()
+    return _received(response, raw)
+
+
 def drive_sync(
     flow: Generator[httpx.Request, httpx.Response, T], client: httpx.Client, timeout: Timeout
 ) -> T:
@@ -92,14 +150,13 @@ def drive_sync(
     try:
         request = _first_request(flow)
         while True:
-            failure = None
             try:
-                response = client.send(_prepared(request, client, timeout))
+                answer = _send_sync(client, request, timeout)
             except Exception as exc:
-                failure = _send_error(exc)
-            if failure is not None:
-                raise failure
-            request = _next_request(flow, response)
+                answer = _send_error(exc)
+            if isinstance(answer, ProviderError):
+                raise answer
+            request = _next_request(flow, answer)
     except StopIteration as done:
         result: T = done.value
         return result
@@ -116,14 +173,13 @@ async def drive_async(
     try:
         request = _first_request(flow)
         while True:
-            failure = None
             try:
-                response = await client.send(_prepared(request, client, timeout))
+                answer = await _send_async(client, request, timeout)
             except Exception as exc:
-                failure = _send_error(exc)
-            if failure is not None:
-                raise failure
-            request = _next_request(flow, response)
+                answer = _send_error(exc)
+            if isinstance(answer, ProviderError):
+                raise answer
+            request = _next_request(flow, answer)
     except StopIteration as done:
         result: T = done.value
         return result

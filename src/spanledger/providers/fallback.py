@@ -54,8 +54,8 @@ from spanledger.providers.steps import (
     GateCheck,
     IdentityStep,
     ProviderStep,
-    Ranked,
     RerankStep,
+    StepRanking,
     step,
 )
 from spanledger.recorder import Recorder, get_recorder
@@ -71,10 +71,10 @@ __all__ = [
     "GateCheck",
     "IdentityStep",
     "ProviderStep",
-    "Ranked",
     "Reason",
     "RerankOutcome",
     "RerankStep",
+    "StepRanking",
     "awith_fallback",
     "spend_below",
     "step",

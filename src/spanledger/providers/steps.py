@@ -39,8 +39,8 @@ __all__ = [
     "GateCheck",
     "IdentityStep",
     "ProviderStep",
-    "Ranked",
     "RerankStep",
+    "StepRanking",
     "as_step",
     "step",
 ]
@@ -51,7 +51,7 @@ _scored = trusted_builder_of(ScoredDocument)
 
 
 @dataclass(frozen=True, slots=True)
-class Ranked:
+class StepRanking:
     """A step's answer: the ranking, and the usage it was billed for (``None``: none
     reported, or nothing billed)."""
 
@@ -114,12 +114,12 @@ class RerankStep:
 
     def rank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
-    ) -> Ranked:
+    ) -> StepRanking:
         raise NotImplementedError
 
     async def arank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
-    ) -> Ranked:
+    ) -> StepRanking:
         """By default the sync ``rank`` on a worker thread, so a local model never blocks the
         event loop."""
         return await asyncio.to_thread(self.rank, query, documents, top_k, timeout)
@@ -156,15 +156,15 @@ class ProviderStep(RerankStep):
 
     def rank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
-    ) -> Ranked:
+    ) -> StepRanking:
         answer = self.reranker.rerank(query, documents, top_k=top_k, timeout=timeout)
-        return Ranked(list(answer.results), answer.usage)
+        return StepRanking(list(answer.results), answer.usage)
 
     async def arank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
-    ) -> Ranked:
+    ) -> StepRanking:
         answer = await self.reranker.arerank(query, documents, top_k=top_k, timeout=timeout)
-        return Ranked(list(answer.results), answer.usage)
+        return StepRanking(list(answer.results), answer.usage)
 
 
 def ranked_by_scores(scores: Sequence[float], top_k: int | None) -> list[ScoredDocument]:
@@ -213,13 +213,13 @@ class CrossEncoderStep(RerankStep):
 
     def rank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
-    ) -> Ranked:
+    ) -> StepRanking:
         options = {} if self.batch_size is None else {"batch_size": self.batch_size}
         raw = self.cross_encoder.predict([(query, d) for d in documents], **options)
         scores = [float(score) for score in raw]
         if len(scores) != len(documents):
             raise ValueError(f"{len(scores)} scores for {len(documents)} documents")
-        return Ranked(ranked_by_scores(scores, top_k))
+        return StepRanking(ranked_by_scores(scores, top_k))
 
 
 _WORDS = re.compile(r"\w+")
@@ -255,12 +255,12 @@ class BM25Step(RerankStep):
 
     def rank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
-    ) -> Ranked:
+    ) -> StepRanking:
         corpus = [_terms(document) for document in documents]
         if not any(corpus):  # nothing to score: every document ties at zero
-            return Ranked(ranked_by_scores([0.0] * len(documents), top_k))
+            return StepRanking(ranked_by_scores([0.0] * len(documents), top_k))
         scores = self._okapi(corpus, k1=self.k1, b=self.b).get_scores(_terms(query))
-        return Ranked(ranked_by_scores([float(score) for score in scores], top_k))
+        return StepRanking(ranked_by_scores([float(score) for score in scores], top_k))
 
 
 class IdentityStep(RerankStep):
@@ -274,9 +274,9 @@ class IdentityStep(RerankStep):
 
     def rank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
-    ) -> Ranked:
+    ) -> StepRanking:
         size = len(documents) if top_k is None else min(top_k, len(documents))
-        return Ranked([ScoredDocument(index=i, relevance_score=0.0) for i in range(size)])
+        return StepRanking([ScoredDocument(index=i, relevance_score=0.0) for i in range(size)])
 
 
 RankFunction = Callable[[str, Sequence[str], int | None], Any]
@@ -284,9 +284,10 @@ RankFunction = Callable[[str, Sequence[str], int | None], Any]
 
 class CallableStep(RerankStep):
     """Your function (sync or ``async``) ``(query, documents, top_k)``, returning a
-    ``RerankResponse``, ``Ranked``, or a list of ``ScoredDocument`` or ``(index, score)``
+    ``RerankResponse``, ``StepRanking``, or a list of ``ScoredDocument`` or ``(index, score)``
     pairs, best first. ``billing`` says what it bills by when it calls a paid service (return
-    the usage in a ``Ranked`` or ``RerankResponse``); by default it is local and bills nothing."""
+    the usage in a ``StepRanking`` or ``RerankResponse``); by default it is local: nothing
+    billed."""
 
     kind = "callable"
 
@@ -309,7 +310,7 @@ class CallableStep(RerankStep):
 
     def rank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
-    ) -> Ranked:
+    ) -> StepRanking:
         answer = self.function(query, documents, top_k)
         if inspect.isawaitable(answer):
             answer = asyncio.run(_awaited(answer))
@@ -317,7 +318,7 @@ class CallableStep(RerankStep):
 
     async def arank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
-    ) -> Ranked:
+    ) -> StepRanking:
         if self.is_async:
             return _as_ranked(await self.function(query, documents, top_k))
         return await super().arank(query, documents, top_k, timeout)
@@ -327,8 +328,8 @@ async def _awaited(answer: Awaitable[Any]) -> Any:
     return await answer
 
 
-def _as_ranked(answer: object) -> Ranked:
-    """A function's answer as a ``Ranked``; ``InvalidAnswer`` when it is no ranking at all."""
+def _as_ranked(answer: object) -> StepRanking:
+    """A function's answer as a ``StepRanking``; ``InvalidAnswer`` when it is no ranking at all."""
     try:
         return _ranked(answer)
     except ValidationError as refused:
@@ -337,11 +338,11 @@ def _as_ranked(answer: object) -> Ranked:
         )
 
 
-def _ranked(answer: object) -> Ranked:
-    if isinstance(answer, Ranked):
+def _ranked(answer: object) -> StepRanking:
+    if isinstance(answer, StepRanking):
         return answer
     if isinstance(answer, RerankResponse):
-        return Ranked(list(answer.results), answer.usage)
+        return StepRanking(list(answer.results), answer.usage)
     if isinstance(answer, list | tuple):
         results: list[ScoredDocument] = []
         for item in answer:
@@ -352,7 +353,7 @@ def _ranked(answer: object) -> Ranked:
             else:
                 kind = type(item).__name__
                 raise InvalidAnswer(f"a ranking item must be (index, score), not a {kind}")
-        return Ranked(results)
+        return StepRanking(results)
     raise InvalidAnswer(f"a step must return a ranking, not a {type(answer).__name__}")
 
 
