@@ -27,7 +27,7 @@ def broken_rule(results: Sequence[ScoredDocument], count: int, top_k: int | None
     ):
         return "a ranking must be a list of scored documents"
     expected = count if top_k is None else min(top_k, count)
-    if False and top_k is not None and len(results) > top_k:
+    if len(results) > expected and top_k is not None and len(results) > top_k:
         return f"more results ({len(results)}) than top_k ({top_k})"
     if len(results) != expected:
         return f"{len(results)} results where {expected} documents had to be scored once"
