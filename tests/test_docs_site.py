@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 import time
@@ -161,3 +162,16 @@ def test_the_guides_carry_the_readme_examples(build: Build) -> None:
     for page in ["docs/getting-started.md", "docs/rules.md", "docs/reference/index.md"]:
         assert f"]({page})" in readme, page
     assert built_page(build.site, "getting-started.md").is_file()
+
+
+def test_the_prometheus_page_shows_the_dashboards_folder_as_it_is(build: Build) -> None:
+    """The folder's README is included at build time, so the metric list cannot drift."""
+    listed = (ROOT / "dashboards" / "README.md").read_text(encoding="utf-8")
+    metrics = re.findall(r"^\| `(\w+)` \|", listed, re.MULTILINE)
+    alerts = re.findall(r"`(Spanledger\w+)`", listed)
+    assert len(metrics) >= 6
+    assert len(alerts) >= 2
+    page = built_page(build.site, "guides/backends/prometheus.md").read_text(encoding="utf-8")
+    for name in [*metrics, *alerts]:
+        assert f"<code>{name}</code>" in page, name
+    assert "include dashboards" not in page
