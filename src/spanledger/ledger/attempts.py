@@ -13,7 +13,13 @@ from decimal import Decimal
 
 from spanledger.costs import CostCode, CostLine
 from spanledger.ledger.prices import PriceTable
-from spanledger.ledger.pricing import local_model, not_billed, price_by_rule, price_usage
+from spanledger.ledger.pricing import (
+    compute_seconds,
+    local_model,
+    not_billed,
+    price_by_rule,
+    price_usage,
+)
 from spanledger.outcomes import FallbackAttempt, Reason, RerankOutcome
 
 __all__ = ["outcome_spend", "price_outcome"]
@@ -37,6 +43,9 @@ def _price_attempt(prices: PriceTable, attempt: FallbackAttempt) -> CostLine:
         return price_by_rule(
             prices, attempt.provider, attempt.model, attempt.started_at, attempt.document_count
         )
+    seconds = (
+        compute_seconds(attempt.duration_ms) if local and attempt.duration_ms is not None else None
+    )
     line = price_usage(
         prices,
         attempt.provider,
@@ -44,6 +53,7 @@ def _price_attempt(prices: PriceTable, attempt: FallbackAttempt) -> CostLine:
         attempt.started_at,
         attempt.usage,
         estimated=attempt.usage_estimated,
+        seconds=seconds,
     )
     return local_model(line) if local else line
 
