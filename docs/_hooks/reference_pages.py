@@ -56,7 +56,7 @@ def page_path(module: str) -> str:
 
 def page_text(module: str, package: griffe.Module) -> str:
     if module == "spanledger":
-        return top_level_text()
+        return top_level_text(package)
     found = package[module.removeprefix("spanledger.")]
     assert isinstance(found, griffe.Module)
     return "\n".join([f"---\ntitle: {module}\n---\n", *module_blocks(found)])
@@ -101,7 +101,7 @@ def directive(path: str, level: int, *, members: list[str] | None) -> str:
     return "\n".join([f"::: {path}", "    options:", *options, ""])
 
 
-def top_level_text() -> str:
+def top_level_text(package: griffe.Module) -> str:
     """The package's own page: its docstring and each top-level name linked to its home.
 
     The names are documented where they are defined; rendering them here as well would give
@@ -113,11 +113,12 @@ def top_level_text() -> str:
     rows = []
     for name in sorted(homes, key=str.lower):
         home = homes[name]
+        summary = first_paragraph(package, home, name)
         if home == f"spanledger.{name}":
-            rows.append(f"| [`{name}`][{home}] | the module itself |")
+            rows.append(f"| [`{name}`][{home}] | the module itself | {summary} |")
         else:
-            rows.append(f"| [`{name}`][{home}.{name}] | [`{home}`][{home}] |")
-    table = "\n".join(["| name | defined in |", "|---|---|", *rows])
+            rows.append(f"| [`{name}`][{home}.{name}] | [`{home}`][{home}] | {summary} |")
+    table = "\n".join(["| name | defined in | what it is |", "|---|---|---|", *rows])
     return (
         "---\ntitle: spanledger\n---\n\n"
         "::: spanledger\n    options:\n      members: false\n      show_submodules: false\n\n"
@@ -145,3 +146,14 @@ def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
         text = page_text(module, package)
         files.append(File.generated(config, page_path(module), content=text))
     return files
+
+
+def first_paragraph(package: griffe.Module, home: str, name: str) -> str:
+    """The first paragraph of a top-level name's docstring, as read from the source (a type
+    alias's own docstring included), fit for a table cell."""
+    module = package[home.removeprefix("spanledger.")] if home != "spanledger" else package
+    found = module if home == f"spanledger.{name}" else module[name]
+    docstring = found.docstring
+    text = docstring.value if docstring is not None else ""
+    paragraph = text.split("\n\n", 1)[0].replace("\n", " ").strip().removesuffix(":")
+    return paragraph.replace("|", "\\|")

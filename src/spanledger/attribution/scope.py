@@ -118,9 +118,10 @@ def request(request_id: str) -> Iterator[RequestScope]:
 
 
 def carry(function: Callable[P, R]) -> Callable[P, R]:
-    """``function``, to run in another thread as part of the current request: each run sees
-    the request scope, the recorder and the trace context that were current here (threads,
-    unlike asyncio tasks, start with none of them)::
+    """Wrap ``function`` to run in another thread as part of the current request.
+
+    Each run sees the request scope, the recorder and the trace context that were current
+    where ``carry`` was called (threads, unlike asyncio tasks, start with none of them)::
 
         with spanledger.request("turn-7"):
             pool.submit(spanledger.carry(embed_batch), batch)
