@@ -58,7 +58,17 @@ ABANDONED_ERROR_TYPES = frozenset(
 )
 """Failures after the request left: the provider may have done (and billed) the work."""
 
-UNREADABLE_ANSWER_TYPES = frozenset({"UnicodeDecodeError", "JSONDecodeError"})
+UNREADABLE_ANSWER_TYPES = frozenset(
+    {
+        "UnicodeDecodeError",
+        "JSONDecodeError",
+        # a body that does not decode by its declared Content-Encoding: httpx (and its
+        # httpx2 fork), requests, urllib3
+        "DecodingError",
+        "ContentDecodingError",
+        "DecodeError",
+    }
+)
 """Failures to decode an answer that arrived: the provider did the work."""
 
 SEARCH_UNIT_DOCUMENTS = 100

@@ -10,7 +10,8 @@ call once and yields the one event it recorded:
   declaration describes (``declared_request``) to its route on ``BASE``;
 - ``manual``: ``record_embedding`` / ``record_rerank`` with ``succeeded(raw=<body bytes>,
   headers=<the reply's>)`` (and ``document_ids=`` for results named by id), for 2xx replies only
-  (it is not told the status);
+  (it is not told the status); the body as a client reads it, so one whose declared content
+  encoding does not decode raises the client's ``DecodingError`` inside the block instead;
 - ``openai-sdk``, ``azure-sdk``, ``cohere-sdk``, ``voyage-sdk``, ``bedrock-sdk``,
   ``genai-sdk``, ``mistral-sdk``, ``ollama-sdk``: the official SDK (openai's ``OpenAI`` and
   ``AzureOpenAI``, cohere, voyageai, boto3, google-genai, mistralai, ollama), instrumented with
@@ -45,6 +46,7 @@ import httpx2
 import ollama
 import openai
 import requests
+import urllib3
 import voyageai.api_resources.api_requestor as voyage_requestor
 from botocore.awsrequest import AWSResponse  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
@@ -201,12 +203,14 @@ class Server:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         reply = self._next(str(request.url), request.read())
-        return httpx.Response(reply.status, headers=list(reply.headers), content=reply.body)
+        body = httpx.ByteStream(reply.body)  # read by the client, as off a socket
+        return httpx.Response(reply.status, headers=list(reply.headers), stream=body)
 
     def handle_httpx2(self, request: httpx2.Request) -> httpx2.Response:
         """``handle`` for the httpx fork the Mistral SDK sends through."""
         reply = self._next(str(request.url), request.read())
-        return httpx2.Response(reply.status, headers=list(reply.headers), content=reply.body)
+        body = httpx2.ByteStream(reply.body)
+        return httpx2.Response(reply.status, headers=list(reply.headers), stream=body)
 
     def botocore_send(self, request: Any, **_: Any) -> Any:
         """A ``before-send`` handler: botocore takes the ``AWSResponse`` it returns for the
@@ -234,6 +238,15 @@ class Server:
                 response = requests.Response()
                 response.status_code = reply.status
                 response._content = reply.body
+                if reply.header("content-encoding") is not None:  # requests decodes it
+                    response._content = False  # type: ignore[assignment]  # unread, to requests
+                    response.raw = urllib3.HTTPResponse(
+                        body=io.BytesIO(reply.body),
+                        headers=dict(reply.headers),
+                        status=reply.status,
+                        preload_content=False,
+                        decode_content=True,
+                    )
                 response.headers.update(dict(reply.headers))
                 response.encoding = "utf-8"
                 response.url = request.url or ""
@@ -244,6 +257,14 @@ class Server:
                 return None
 
         return Adapter()
+
+
+def _as_read(reply: Reply) -> bytes:
+    """The body as the caller's httpx client hands it over: decoded by the content encoding
+    it declares; one that does not decode raises ``httpx.DecodingError`` inside the
+    ``record_*`` block, which records it, as a caller's block would."""
+    stream = httpx.ByteStream(reply.body)
+    return httpx.Response(reply.status, headers=list(reply.headers), stream=stream).read()
 
 
 class _RawStream(io.BytesIO):
@@ -708,18 +729,25 @@ class Rig:
         client = self._transports[vendor]
         self.server.reply = case.reply
         self.server.requests.clear()
-        seen: list[httpx.Response] = []
+        seen: list[tuple[int, bytes]] = []
 
         def run() -> None:
-            seen.append(
-                client.post(url, content=body, headers={"content-type": "application/json"})
+            # Read as sent (before any content encoding), so a body whose declared encoding
+            # does not decode still reaches the comparison; the caller's own read would fail.
+            request = client.build_request(
+                "POST", url, content=body, headers={"content-type": "application/json"}
             )
+            response = client.send(request, stream=True)
+            try:
+                seen.append((response.status_code, b"".join(response.iter_raw())))
+            finally:
+                response.close()
 
         event = self._one_event("transport", run)
         assert self.server.requests == [(url, body)], "the transport changed the request"
-        response = seen[0]
-        assert response.status_code == case.reply.status
-        assert response.content == case.reply.body, "the transport changed the body"
+        status, sent = seen[0]
+        assert status == case.reply.status
+        assert sent == case.reply.body, "the transport changed the body"
         return Seen("transport", event)
 
     def run_manual(self, case: Case) -> Seen:
@@ -730,24 +758,31 @@ class Rig:
 
         def run() -> None:
             if case.endpoint.operation == "embeddings":
-                with spanledger.record_embedding(
-                    provider=provider,
-                    model=model,
-                    inputs=list(call.items),
-                    endpoint=case.endpoint.name,
-                ) as embedding:
-                    embedding.succeeded(raw=case.reply.body, headers=dict(case.reply.headers))
+                with (
+                    contextlib.suppress(httpx.DecodingError),
+                    spanledger.record_embedding(
+                        provider=provider,
+                        model=model,
+                        inputs=list(call.items),
+                        endpoint=case.endpoint.name,
+                    ) as embedding,
+                ):
+                    body = _as_read(case.reply)
+                    embedding.succeeded(raw=body, headers=dict(case.reply.headers))
             else:
-                with spanledger.record_rerank(
-                    provider=provider,
-                    model=model,
-                    query=call.query,
-                    documents=list(call.items),
-                    top_k=call.top_k,
-                    document_ids=list(ids) if ids is not None else None,
-                    endpoint=case.endpoint.name,
-                ) as rerank:
-                    rerank.succeeded(raw=case.reply.body)
+                with (
+                    contextlib.suppress(httpx.DecodingError),
+                    spanledger.record_rerank(
+                        provider=provider,
+                        model=model,
+                        query=call.query,
+                        documents=list(call.items),
+                        top_k=call.top_k,
+                        document_ids=list(ids) if ids is not None else None,
+                        endpoint=case.endpoint.name,
+                    ) as rerank,
+                ):
+                    rerank.succeeded(raw=_as_read(case.reply))
 
         return Seen("manual", self._one_event("manual", run), knows_status=False)
 

@@ -226,6 +226,8 @@ class SdkCall(Recording):
         """The HTTP layer raised for this attempt: an error status or a transport failure."""
         try:
             error = describe(exc)
+            if self._answered and error.category is ErrorCategory.INVALID_RESPONSE:
+                error = self._unusable(error)  # a 2xx whose body did not decode
         except Exception as failure:
             logged(failure)
             return

@@ -20,7 +20,7 @@ from contextvars import ContextVar
 
 import httpx
 
-from spanledger.errors import ErrorCategory, ProviderError
+from spanledger.errors import ProviderError
 from spanledger.instrumentation._capture import current_call
 from spanledger.instrumentation._errors import describe
 from spanledger.instrumentation._routes import (
@@ -33,17 +33,12 @@ from spanledger.recorder import get_recorder
 from spanledger.recording.call import Recording, logged
 from spanledger.recording.reported import answered_badly, reported, unreadable_response
 from spanledger.wire.endpoints import Endpoint, Vendor
-from spanledger.wire.http import failure_for, parse_json
+from spanledger.wire.http import decoded_body, failure_for, parse_json, undecodable_body
 
 __all__ = ["AsyncRecordingTransport", "RecordingTransport", "async_transport", "transport"]
 
 _sending: ContextVar[bool] = ContextVar("spanledger_http_recorded", default=False)
 """Set while a recorded request is sent: a transport under it passes the request through."""
-_UNDECODABLE = ProviderError(
-    ErrorCategory.INVALID_RESPONSE,
-    detail="the response body does not decode by its content encoding",
-    error_type="invalid_json",
-)
 
 
 class RecordingTransport(httpx.BaseTransport):
@@ -192,7 +187,7 @@ class _Watch:
             self._unrecorded(status, raw)
 
     def _record(self, status: int, headers: httpx.Headers, raw: bytes) -> None:
-        body = _decoded(status, headers, raw)
+        body = decoded_body(status, headers, raw)
         if not 200 <= status < 300:
             self.recording.failed(
                 failure_for(self.endpoint, status, headers, body if body is not None else raw)
@@ -200,7 +195,7 @@ class _Watch:
             return
         try:
             if body is None:  # its content encoding does not decode: the caller's read fails
-                raise _UNDECODABLE
+                raise undecodable_body()
             found = reported(self.endpoint, parse_json(body), self.recording.facts, headers)
         except ProviderError as error:
             self.recording.failed(answered_badly(error, status, body if body is not None else raw))
@@ -266,14 +261,3 @@ def _request_body(request: httpx.Request) -> bytes:
         if not isinstance(stream, httpx.ByteStream):
             raise
         return b"".join(stream)
-
-
-def _decoded(status: int, headers: httpx.Headers, raw: bytes) -> bytes | None:
-    """The body after its content encoding, as the caller's client will see it."""
-    if "content-encoding" not in headers:
-        return raw
-    try:
-        probe = httpx.Response(status, headers=headers, stream=httpx.ByteStream(raw))
-        return probe.read()
-    except Exception:
-        return None

@@ -10,7 +10,15 @@ import httpx
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError, error_for_status
 from spanledger.wire.endpoints import Endpoint
 
-__all__ = ["encode_body", "failure_for", "join_route", "parse_json", "server_of"]
+__all__ = [
+    "decoded_body",
+    "encode_body",
+    "failure_for",
+    "join_route",
+    "parse_json",
+    "server_of",
+    "undecodable_body",
+]
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 
@@ -69,6 +77,29 @@ def parse_json(body: bytes) -> Any:
         detail="response body is not JSON",
         fingerprint=Fingerprint.of(body),
         error_type="invalid_json",
+    )
+
+
+def decoded_body(status: int, headers: httpx.Headers, raw: bytes) -> bytes | None:
+    """``raw`` after the content encoding ``headers`` declare, as an httpx client reads it,
+    or ``None`` when it does not decode (the client's own read of it fails)."""
+    if "content-encoding" not in headers:
+        return raw
+    probe = httpx.Response(status, headers=headers, stream=httpx.ByteStream(raw))
+    try:
+        return probe.read()
+    except Exception:
+        return None
+
+
+def undecodable_body() -> ProviderError:
+    """A 2xx answer whose body does not decode by its declared ``Content-Encoding``: the
+    provider answered (and may have billed the work), and the answer is unusable. Every path
+    records it so; ``answered_badly`` adds the status and the raw body's fingerprint."""
+    return ProviderError(
+        ErrorCategory.INVALID_RESPONSE,
+        detail="the response body does not decode by its declared content encoding",
+        error_type="undecodable_body",
     )
 
 
