@@ -93,6 +93,7 @@ class ServedFrame:
 
     @classmethod
     def of(cls, provider_id: str, frame_id: str, content: str) -> ServedFrame:
+        """``content`` served under its identity, with its accounting cost in tokens."""
         return cls(FrameId.of(provider_id, frame_id, content), token_cost(content))
 
 
@@ -110,6 +111,7 @@ class ProviderUsage:
     def of(
         cls, provider_id: str, served: Iterable[ServedFrame], rejected: int = 0
     ) -> ProviderUsage:
+        """One provider's line: the frames it served (and how many it rejected), summed."""
         frames = tuple(served)
         return cls(provider_id, len(frames), rejected, sum(f.token_cost for f in frames), frames)
 
@@ -137,6 +139,7 @@ class UsageReport:
         as_of: datetime,
         budget_requested: int | None = None,
     ) -> UsageReport:
+        """A report over these provider lines, its consumption their summed cost."""
         rows = tuple(providers)
         return cls(budget_requested, sum(row.token_cost for row in rows), as_of, rows)
 
@@ -153,5 +156,6 @@ class UsageReport:
         return self.budget_consumed <= self.budget_requested
 
     def served_frames(self) -> Iterable[ServedFrame]:
+        """Every frame served, provider by provider."""
         for row in self.providers:
             yield from row.served_frames

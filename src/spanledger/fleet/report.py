@@ -46,6 +46,7 @@ class FleetReport:
         return sum(row.calls for row in self.rows.values())
 
     def status_counts(self) -> dict[str, int]:
+        """Calls per cost status, every status listed (zero where none)."""
         counts = {status.value: 0 for status in CostStatus}
         for (_, status, _), row in self.rows.items():
             counts[status] += row.calls
@@ -63,6 +64,7 @@ class FleetReport:
         return sorted(self.rows.items())
 
     def to_json(self) -> dict[str, Any]:
+        """The report as ``--json`` prints it: amounts as exact decimal strings."""
         return {
             "events": self.calls,
             "by": list(self.by),
@@ -90,6 +92,7 @@ class FleetReport:
         }
 
     def to_csv(self) -> str:
+        """The report as ``--csv`` prints it: one row per group, status and currency."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(
@@ -103,6 +106,7 @@ class FleetReport:
         return out.getvalue()
 
     def render(self) -> str:
+        """The report as ``spanledger report`` prints it on a terminal."""
         lines = [counted(self.calls, "call")]
         lines.append("  ".join(f"{status}: {n}" for status, n in self.status_counts().items()))
         spend = self.spend()

@@ -134,11 +134,14 @@ class PriceEntry:
         return model == self.model or (self.is_glob and fnmatchcase(model, self.model))
 
     def valid_at(self, moment: datetime) -> bool:
+        """Whether the entry applies at ``moment``: ``valid_from`` inclusive, ``valid_until``
+        exclusive, an open end when either is unset."""
         if self.valid_from is not None and moment < self.valid_from:
             return False
         return self.valid_until is None or moment < self.valid_until
 
     def overlaps(self, other: PriceEntry) -> bool:
+        """Whether the two entries' validity windows share a moment."""
         start = max(self.valid_from or datetime.min.replace(tzinfo=UTC),
                     other.valid_from or datetime.min.replace(tzinfo=UTC))  # fmt: skip
         end = min(self.valid_until or datetime.max.replace(tzinfo=UTC),
