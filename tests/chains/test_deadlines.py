@@ -332,3 +332,35 @@ async def test_cancelling_the_task_during_a_hanging_sync_gate_aborts(
     outcome = await task
     assert time.monotonic() - cancelled_at < 0.15
     assert outcome.status == "aborted"
+
+
+async def test_a_step_whose_own_task_is_cancelled_does_not_abort_the_chain() -> None:
+    """Regression: a step ending in its own ``CancelledError`` made the async chain return
+    ``aborted`` ("cancelled by the caller") though nobody cancelled it."""
+
+    async def cancelled(query: str, documents: Sequence[str], top_k: int | None) -> Any:
+        raise asyncio.CancelledError
+
+    outcome = await awith_fallback([cancelled, good], QUERY, DOCUMENTS)
+    assert outcome.status == "degraded"
+    assert outcome.answered_by == 1
+    assert outcome.attempts[0].status == "aborted"
+    sync = with_fallback([cancelled, good], QUERY, DOCUMENTS)
+    assert [(a.status, a.reason) for a in sync.attempts] == [
+        (a.status, a.reason) for a in outcome.attempts
+    ]
+    current = asyncio.current_task()
+    assert current is not None
+    assert current.cancelling() == 0
+
+
+async def test_a_gate_whose_own_task_is_cancelled_skips_its_step() -> None:
+    async def gate(check: GateCheck) -> bool:
+        raise asyncio.CancelledError
+
+    outcome = await awith_fallback([step(good, gate=gate), good], QUERY, DOCUMENTS)
+    assert outcome.status == "degraded"
+    assert [(a.status, a.reason) for a in outcome.attempts] == [
+        ("skipped", "gate_failed"),
+        ("ok", None),
+    ]

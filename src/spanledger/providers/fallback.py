@@ -378,7 +378,10 @@ async def _run_async(chain: Chain, cancel: CancelToken | None) -> RerankOutcome:
             )
             try:
                 answer = await _bounded(task, budget, waker)
-            except (asyncio.CancelledError, _Aborted):
+            except (asyncio.CancelledError, _Aborted) as stop:
+                if not _by_caller(stop):  # the step's own task was cancelled: the chain goes on
+                    chain.abandoned(current, started, t0, breaker, aborted=True)
+                    continue
                 _uncancel()
                 await _cancelled(task)
                 chain.abandoned(current, started, t0, breaker, aborted=True)
@@ -397,6 +400,15 @@ async def _run_async(chain: Chain, cancel: CancelToken | None) -> RerankOutcome:
     finally:
         if waker is not None:
             waker.close()
+
+
+def _by_caller(stop: BaseException) -> bool:
+    """Whether ``stop`` is the caller's cancellation (the token, or the awaiting task
+    cancelled), rather than a step's or a gate's own task ending cancelled."""
+    if isinstance(stop, _Aborted):
+        return True
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _uncancel() -> None:
@@ -464,8 +476,10 @@ async def _async_gate(chain: Chain, current: RerankStep, waker: _TokenWaker | No
             verdict = await _bounded(task, left, waker)
         except TimeoutError:
             return Reason.GATE_TIMEOUT
-        except (asyncio.CancelledError, _Aborted):
+        except (asyncio.CancelledError, _Aborted) as stop:
             task.cancel()
+            if not _by_caller(stop):  # the gate's own task was cancelled
+                return Reason.GATE_FAILED
             raise
         except Exception:
             return Reason.GATE_FAILED
