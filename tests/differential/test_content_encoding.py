@@ -1,5 +1,8 @@
 """A body whose declared ``Content-Encoding`` does not decode is the same event on every path.
 
+Over ``httpx.MockTransport`` (the differential rig) and over a real loopback socket (the
+stand-in sending raw bytes with any header).
+
 The provider answered, so a 2xx is ``provider_invalid_response`` with its status (the work may
 have been billed: ``estimates.may_have_billed``), never ``provider_unavailable``; a non-2xx is
 its status's failure, as any other error status. Over every endpoint, every recording path the
@@ -15,13 +18,22 @@ asserted as they stand, so a change is seen.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gzip
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 
+import httpx
+import openai
 import pytest
 
-from spanledger import EmbeddingFailedEvent, RerankFailedEvent
+import spanledger
+from spanledger import EmbeddingFailedEvent, Event, ProviderError, RerankFailedEvent
 from spanledger.errors import ErrorCategory
+from spanledger.providers import OpenAIEmbeddings
+from spanledger.testing import Reply as StandInReply
+from spanledger.testing import Route, StandIn
 from spanledger.wire.endpoints import ALL_ENDPOINTS, Endpoint
 from tests.differential.bodies import (
     JSON_TYPE,
@@ -129,3 +141,79 @@ def test_what_the_sdks_that_cannot_agree_record(rig: Rig, name: str) -> None:
             elif each.path in STATUS_LOST and not case.reply.success:
                 assert record["error_category"] == ErrorCategory.INVALID_RESPONSE.value
                 assert record["status_code"] is None
+
+
+# --------------------------------------------------------------------------- a real socket
+
+OPENAI_BODY = json.dumps(
+    {"object": "list", "data": [{"object": "embedding", "index": 0, "embedding": [0.5, 0.25]}],
+     "model": "m", "usage": {"prompt_tokens": 2, "total_tokens": 2}}
+).encode()  # fmt: skip
+SOCKET_REPLIES = {
+    "gzip declared, not applied": StandInReply(
+        200, headers={"content-encoding": "gzip"}, raw=OPENAI_BODY
+    ),
+    "503, body not gzip": StandInReply(
+        503, headers={"content-encoding": "gzip", "retry-after": "3"}, raw=b"<html>down</html>"
+    ),
+}
+
+
+def _over_socket(server: StandIn) -> dict[str, Event]:
+    """The one event each path records for one call to the stand-in's OpenAI endpoint."""
+    origin = server.base_url("openai")
+    found: dict[str, Event] = {}
+
+    def one(path: str, call: Callable[[], object]) -> None:
+        events: list[Event] = []
+        with (
+            spanledger.use(spanledger.Recorder([events.append])),
+            contextlib.suppress(ProviderError, httpx.DecodingError, openai.APIError),
+        ):
+            call()
+        assert len(events) == 1, (path, events)
+        found[path] = events[0]
+
+    with OpenAIEmbeddings("m", base_url=origin, api_key="k") as provider:
+        one("provider", lambda: provider.embed(["a"]))
+
+        async def embed_async() -> None:
+            await provider.aembed(["a"])
+
+        one("provider-async", lambda: asyncio.run(embed_async()))
+    recording = spanledger.instrumentation.transport(vendors={origin: "openai"})
+    with httpx.Client(transport=recording) as client:
+        one(
+            "transport",
+            lambda: client.post(f"{origin}/v1/embeddings", json={"model": "m", "input": ["a"]}),
+        )
+    sdk = spanledger.instrument(openai.OpenAI(api_key="k", base_url=f"{origin}/v1", max_retries=0))
+    try:
+        one("openai-sdk", lambda: sdk.embeddings.create(model="m", input=["a"]))
+    finally:
+        spanledger.uninstrument(sdk)
+    return found
+
+
+@pytest.mark.parametrize("kind", list(SOCKET_REPLIES))
+def test_every_path_agrees_over_a_real_socket(kind: str) -> None:
+    with StandIn() as server:
+        server.route(Route("openai", "/v1/embeddings", lambda _: SOCKET_REPLIES[kind]))
+        found = _over_socket(server)
+    assert set(found) == {"provider", "provider-async", "transport", "openai-sdk"}
+    outcomes = {
+        path: (
+            type(event).__name__,
+            getattr(event, "error_category", None),
+            getattr(event, "status_code", None),
+            getattr(event, "retry_after", None),
+            getattr(event, "estimated_usage", None) is not None,
+        )
+        for path, event in found.items()
+    }
+    expected = (
+        ("EmbeddingFailedEvent", ErrorCategory.INVALID_RESPONSE, 200, None, True)
+        if kind.startswith("gzip")
+        else ("EmbeddingFailedEvent", ErrorCategory.UNAVAILABLE, 503, 3.0, False)
+    )
+    assert outcomes == dict.fromkeys(found, expected)
