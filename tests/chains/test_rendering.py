@@ -16,7 +16,7 @@ from opentelemetry.trace import StatusCode
 import spanledger
 from spanledger import JsonlSink, Recorder, read_events
 from spanledger.breakers import Breakers
-from spanledger.providers.fallback import awith_fallback, with_fallback
+from spanledger.providers.fallback import CancelToken, awith_fallback, with_fallback
 from spanledger.providers.steps import step
 
 from .conftest import DOCUMENTS, QUERY, SENTINEL, Otel, Providers, good
@@ -172,3 +172,22 @@ def test_a_report_without_chains_prints_no_chain_line() -> None:
         report = turn.report(emit=False)
     assert report.chains_by_status() == {}
     assert "rerank chains" not in report.render()
+
+
+def test_calls_run_on_worker_threads_are_children_too(otel: Otel, providers: Providers) -> None:
+    """With a cancel token every step runs on a worker thread, which carries the chain's
+    context."""
+    token = CancelToken()
+    outcome = with_fallback(
+        [providers.cohere("fail-502", recorder=otel.recorder), good],
+        QUERY,
+        DOCUMENTS,
+        cancel=token,
+        recorder=otel.recorder,
+    )
+    assert outcome.status == "degraded"
+    (chain,) = _chains(otel)
+    (call,) = [span for span in otel.spans() if span is not chain]
+    assert chain.context is not None
+    assert call.parent is not None
+    assert call.parent.span_id == chain.context.span_id
