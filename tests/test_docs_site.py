@@ -175,3 +175,12 @@ def test_the_prometheus_page_shows_the_dashboards_folder_as_it_is(build: Build) 
     for name in [*metrics, *alerts]:
         assert f"<code>{name}</code>" in page, name
     assert "include dashboards" not in page
+
+
+def test_the_changelog_page_is_the_changelog(build: Build) -> None:
+    versions = re.findall(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
+    assert versions
+    page = built_page(build.site, "changelog.md").read_text(encoding="utf-8")
+    headings = re.findall(r"<h2 id=[^>]*>(.*?)</h2>", page)
+    for version in versions:
+        assert any(version in heading for heading in headings), version

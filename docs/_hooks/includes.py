@@ -1,8 +1,8 @@
 """A MkDocs hook that puts files kept elsewhere in the repository into a page.
 
-A page line ``<!-- include dashboards/README.md -->`` becomes that file, its title dropped and
-its headings one level down, so a folder's README stays the one copy of what it lists (the
-metrics and their labels, the alert rules) and the site cannot drift from it.
+A page line ``<!-- include dashboards/README.md -->`` becomes that file without its title (the
+page has its own), so a folder's README or the changelog stays the one copy of what it says and
+the site cannot drift from it.
 """
 
 from __future__ import annotations
@@ -22,13 +22,8 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 
 
 def included(path: str) -> str:
-    """The file's Markdown without its title, every heading outside code one level down."""
+    """The file's Markdown without its ``# `` title line."""
     lines = (ROOT / path).read_text(encoding="utf-8").splitlines()
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
-    shifted, fenced = [], False
-    for line in lines:
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        shifted.append(f"#{line}" if line.startswith("#") and not fenced else line)
-    return "\n".join(shifted).strip("\n")
+    return "\n".join(lines).strip("\n")
