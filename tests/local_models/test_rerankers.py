@@ -36,6 +36,7 @@ def test_rank_is_one_event_not_also_its_inner_predict(cross_encoder: Any, tape: 
     assert event.usage.input_tokens == tokens_of(cross_encoder, *DOCUMENTS, pair=QUERY)
     assert event.usage.search_units is None
     assert event.usage_source == "tokenizer"
+    assert event.results is not None
     assert [r.index for r in event.results] == [item["corpus_id"] for item in ranked]
 
 
@@ -84,7 +85,7 @@ def test_a_cross_encoder_failure_is_a_rerank_failure(cross_encoder: Any, tape: T
 
 
 def test_flashrank_rerank_counts_the_encodings_it_scored(ranker: Any, tape: Tape) -> None:
-    from flashrank.Ranker import RerankRequest
+    from flashrank.Ranker import RerankRequest  # type: ignore[import-untyped]
 
     passages = [{"id": i, "text": text} for i, text in enumerate(DOCUMENTS)]
     spanledger.instrument(ranker)
@@ -96,6 +97,7 @@ def test_flashrank_rerank_counts_the_encodings_it_scored(ranker: Any, tape: Tape
     assert event.billing == "local"
     assert event.document_count == event.result_count == len(ranked) == 3
     encodings = ranker.tokenizer.encode_batch([[QUERY, text] for text in DOCUMENTS])
+    assert event.usage is not None
     assert event.usage.input_tokens == sum(sum(e.attention_mask) for e in encodings)
     assert event.usage_source == "tokenizer"
     # the tiny scorer's score is the count of mask ones: the longest pair ranks first

@@ -58,7 +58,7 @@ def test_a_model_instrumented_by_hand_under_the_switch_records_once(
 
 
 def test_flashrank_under_the_switch(ranker: Any, tape: Tape) -> None:
-    from flashrank.Ranker import RerankRequest
+    from flashrank.Ranker import RerankRequest  # type: ignore[import-untyped]
 
     original = ranker.tokenizer
     spanledger.instrument(sdks=["flashrank"])
