@@ -2,12 +2,13 @@
 source tree) on every Python version the metadata claims, and run it there.
 
 Per version, one fresh venv (no pip of its own: the suite's pip installs into it with
-``--python``, through its usual cache): first the bare wheel, where ``spanledger --version``
-and the offline demo run and the core imports come from the venv; then every extra in one
-install, where each extra's modules load. The versions are the ``Programming Language ::
-Python :: 3.X`` classifiers, so the metadata cannot claim a version nobody installed on. The
-venvs are prepared in parallel (the work is mostly waiting on pip); a missing interpreter skips
-its version, and fails under ``SPANLEDGER_REQUIRE_E2E=1``.
+``--python``, through its usual cache, compiling nothing) holding the wheel with every extra:
+``spanledger --version`` and the offline demo run, the core imports come from the venv, and
+each extra's modules load. One more venv, on the oldest version, holds the bare wheel: the demo
+runs there with none of the extras' packages present. The versions are the ``Programming
+Language :: Python :: 3.X`` classifiers, so the metadata cannot claim a version nobody installed
+on. The venvs are prepared in parallel (the work is mostly waiting on pip); a missing
+interpreter skips its version, and fails under ``SPANLEDGER_REQUIRE_E2E=1``.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ assert (package / "py.typed").is_file()
 assert PriceTable.load(example_prices_path()).entries
 assert "groups:" in alert_rules_path().read_text(encoding="utf-8")
 print("core ok")
+"""
+
+ABSENT_CHECK = """
+import importlib.util
+for name in ("opentelemetry.sdk", "langfuse", "prometheus_client", "genai_prices"):
+    assert importlib.util.find_spec(name) is None, name
+print("no extras")
 """
 
 EXTRA_CHECKS: dict[str, str] = {
@@ -161,17 +169,23 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
     return Dist(wheels[0], sdists[0], checked.stdout)
 
 
-def _install(version: str, dist: Dist, base: Path) -> Installed:
+BARE = "bare"
+"""The key of the venv that holds the wheel without extras."""
+
+
+def _install(version: str, dist: Dist, base: Path, *, extras: bool) -> Installed:
     result = Installed(version)
     python = find_interpreter(version)
     if python is None:
         result.missing = f"no CPython {version} on this machine (PATH or pyenv)"
         return result
-    venv = base / f"py{version}"
+    name = f"py{version}" if extras else f"py{version}-{BARE}"
+    venv = base / name
     target = venv / "bin" / "python"
     cli = str(venv / "bin" / "spanledger")
     pip = [sys.executable, "-m", "pip", "--python", str(target), "install", "--quiet"]
-    work = base / f"work{version}"
+    pip.append("--no-compile")  # nothing here runs twice: byte-compiling is wasted time
+    work = base / f"work-{name}"
     work.mkdir()
     offline = _clean_env(**OFFLINE)
 
@@ -181,11 +195,14 @@ def _install(version: str, dist: Dist, base: Path) -> Installed:
         result.timings[name] = round(time.monotonic() - started, 1)
 
     step("venv", [str(python), "-m", "venv", "--without-pip", str(venv)], _clean_env())
-    step("install", [*pip, str(dist.wheel)], _clean_env())
+    wanted = f"{dist.wheel}[{','.join(EXTRA_CHECKS)}]" if extras else str(dist.wheel)
+    step("install", [*pip, wanted], _clean_env())
     step("version", [cli, "--version"], offline, 60)
     step("demo", [cli, "demo"], offline, 120)
     step("core", [str(target), "-c", CORE_CHECK], offline, 120)
-    step("extras", [*pip, f"{dist.wheel}[{','.join(EXTRA_CHECKS)}]"], _clean_env())
+    if not extras:
+        step("absent", [str(target), "-c", ABSENT_CHECK], offline, 60)
+        return result
     for extra, script in EXTRA_CHECKS.items():
         step(extra, [str(target), "-c", script], offline, 120)
     return result
@@ -193,22 +210,34 @@ def _install(version: str, dist: Dist, base: Path) -> Installed:
 
 @pytest.fixture(scope="session")
 def installed(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Installed]:
-    """Every claimed version's venv, prepared in parallel."""
+    """Every claimed version's venv, and the bare one, prepared in parallel."""
     base = tmp_path_factory.mktemp("venvs")
-    with ThreadPoolExecutor(max_workers=len(TESTED)) as pool:
-        done = list(pool.map(lambda version: _install(version, dist, base), TESTED))
-    return {each.version: each for each in done}
+    jobs = [(version, True) for version in TESTED] + [(TESTED[0], False)]
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        done = list(pool.map(lambda job: _install(job[0], dist, base, extras=job[1]), jobs))
+    pairs = zip(done, jobs, strict=True)
+    return {each.version if extras else BARE: each for each, (_, extras) in pairs}
 
 
-@pytest.fixture(params=TESTED)
-def venv(request: pytest.FixtureRequest, installed: dict[str, Installed]) -> Installed:
-    each = installed[request.param]
+def _prepared(each: Installed) -> Installed:
     if each.missing is not None:
         require_backend(each.missing)
     for step in ("venv", "install"):
         outcome = each.steps[step]
         assert outcome.returncode == 0, f"{step}: {outcome.stdout[-2000:]}{outcome.stderr[-2000:]}"
     return each
+
+
+@pytest.fixture(params=TESTED)
+def venv(request: pytest.FixtureRequest, installed: dict[str, Installed]) -> Installed:
+    """The venv of one claimed version, with every extra."""
+    return _prepared(installed[request.param])
+
+
+@pytest.fixture
+def bare(installed: dict[str, Installed]) -> Installed:
+    """The venv with the wheel alone."""
+    return _prepared(installed[BARE])
 
 
 def _ok(each: Installed, step: str) -> str:
@@ -327,9 +356,15 @@ def test_the_core_imports_from_the_venv(venv: Installed) -> None:
     assert _ok(venv, "core").strip() == "core ok"
 
 
+def test_the_demo_needs_none_of_the_extras(bare: Installed) -> None:
+    assert _ok(bare, "absent").strip() == "no extras"
+    assert "cited token share" in _ok(bare, "demo")
+    assert _ok(bare, "core").strip() == "core ok"
+    assert _ok(bare, "version").strip() == f"spanledger {__version__}"
+
+
 @pytest.mark.parametrize("extra", list(EXTRA_CHECKS))
 def test_each_extra_loads_what_spanledger_loads_for_it(venv: Installed, extra: str) -> None:
-    _ok(venv, "extras")
     assert _ok(venv, extra).strip().endswith(f"{extra} ok")
 
 
@@ -338,8 +373,21 @@ def test_report_the_time_taken(
 ) -> None:
     """Not a check of behaviour but of budget: each version's install and runs stay within
     a few minutes (they run in parallel)."""
-    times = {v: each.timings for v, each in installed.items() if each.missing is None}
+    times = {key: each.timings for key, each in installed.items() if each.missing is None}
     with capsys.disabled():
         for version, steps in times.items():
             print(f"\nwheel venv {version}: {sum(steps.values()):.0f} s; by step: {steps}")
     assert all(sum(steps.values()) < 600 for steps in times.values()), times
+
+
+def test_a_missing_interpreter_skips_here_and_fails_where_e2e_is_required(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert find_interpreter("3.99") is None
+    missing = Installed("3.99", missing="no CPython 3.99 on this machine (PATH or pyenv)")
+    monkeypatch.setenv("SPANLEDGER_REQUIRE_E2E", "1")
+    with pytest.raises(pytest.fail.Exception, match=r"no CPython 3\.99"):
+        _prepared(missing)
+    monkeypatch.delenv("SPANLEDGER_REQUIRE_E2E")
+    with pytest.raises(pytest.skip.Exception, match=r"no CPython 3\.99"):
+        _prepared(missing)
