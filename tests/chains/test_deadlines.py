@@ -364,3 +364,26 @@ async def test_a_gate_whose_own_task_is_cancelled_skips_its_step() -> None:
         ("skipped", "gate_failed"),
         ("ok", None),
     ]
+
+
+def test_hung_local_steps_hold_none_of_the_loops_executor(release: threading.Event) -> None:
+    """Regression: a sync step left running in an async chain held a thread of the loop's
+    default executor, so the application's own ``to_thread`` calls queued behind hung steps and
+    ``asyncio.run`` waited for them at shutdown."""
+
+    async def main() -> float:
+        outcomes = await asyncio.gather(
+            *(
+                awith_fallback([_sleeping(release, 3.0), good], QUERY, DOCUMENTS, step_timeout=0.1)
+                for _ in range(12)  # more than the default executor's threads
+            )
+        )
+        assert all([a.status for a in o.attempts] == ["timeout", "ok"] for o in outcomes)
+        started = time.monotonic()
+        await asyncio.to_thread(lambda: None)
+        return time.monotonic() - started
+
+    started = time.monotonic()
+    waited = asyncio.run(main())
+    assert waited < 0.2, "the application's to_thread waited behind hung steps"
+    assert time.monotonic() - started < 1.5, "asyncio.run waited for hung steps"

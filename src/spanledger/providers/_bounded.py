@@ -136,9 +136,10 @@ def run_in_thread(
         forget()
 
 
-async def arun_in_thread(function: Callable[[], Any], budget: float) -> Finished:
-    """Run a sync ``function`` (a gate) on a daemon thread of its own, awaiting it at most
-    ``budget`` seconds; the default executor is left alone, so a hung gate starves nothing."""
+async def arun_in_thread(function: Callable[[], Any], budget: float | None) -> Finished:
+    """Run a sync ``function`` (a gate, a local step) on a daemon thread of its own, awaiting
+    it at most ``budget`` seconds (``None``: until it ends or the awaiting task is cancelled);
+    the default executor is left alone, so a hung one starves nothing."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[None] = loop.create_future()
     box = Finished("timeout")

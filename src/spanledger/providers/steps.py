@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from spanledger.events import RerankResponse, RerankUsage, ScoredDocument, trusted_builder_of
 from spanledger.outcomes import FallbackAttempt, StepKind
+from spanledger.providers._bounded import arun_in_thread
 from spanledger.providers._contract import InvalidAnswer
 from spanledger.providers._provider import RerankProvider
 
@@ -120,9 +121,14 @@ class RerankStep:
     async def arank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
     ) -> StepRanking:
-        """By default the sync ``rank`` on a worker thread, so a local model never blocks the
-        event loop."""
-        return await asyncio.to_thread(self.rank, query, documents, top_k, timeout)
+        """By default the sync ``rank`` on a daemon thread of its own, so a local model never
+        blocks the event loop, and one left running past its budget holds none of the loop's
+        executor threads (which the application's own ``to_thread`` calls and the loop's
+        shutdown wait for)."""
+        finished = await arun_in_thread(lambda: self.rank(query, documents, top_k, timeout), None)
+        if finished.error is not None:
+            raise finished.error
+        return finished.value  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.provider!r}, {self.model!r})"
