@@ -40,6 +40,7 @@ PYTHON_BLOCKS_AT_LEAST: dict[str, int] = {
     "docs/guides/frameworks/llamaindex.md": 1,
     "docs/guides/frameworks/haystack.md": 1,
     "docs/guides/frameworks/litellm.md": 1,
+    "docs/guides/attribution.md": 1,
     "docs/guides/backends/index.md": 1,
     "docs/guides/backends/prometheus.md": 1,
     "docs/guides/prices.md": 1,
@@ -134,6 +135,14 @@ EXPECTED_STDOUT: dict[tuple[str, str], list[re.Pattern[str]]] = {
     ("docs/guides/frameworks/haystack.md", "Haystack"): [_RECIPE],
     ("docs/guides/frameworks/litellm.md", "LiteLLM"): [
         re.compile(r"billed [1-9]\d* tokens and 1 search unit; cited token share \d+%"),
+    ],
+    # A request that reconciles, and one that cites what it never rendered and a label that
+    # names nothing: both problems named, by frame id and count.
+    ("docs/guides/attribution.md", "When a report does not reconcile"): [
+        re.compile(r"turn-1: cited token share \d+%, reconcilable True"),
+        re.compile(r"turn-2: reconcilable False"),
+        re.compile(r"  unknown_label 1 citation label\(s\) in the answer match no frame"),
+        re.compile(r"  incoherent kb/d cited but not rendered"),
     ],
     # A bad setting refused by name, then a configured recorder's log read back, priced.
     ("docs/guides/backends/index.md", "`configure()`"): [
