@@ -270,3 +270,21 @@ def test_a_step_raising_a_base_exception_does_not_end_the_sync_chain() -> None:
     assert outcome.status == "degraded"
     assert outcome.answered_by == 1
     assert outcome.attempts[0].status == "aborted"
+
+
+@pytest.mark.parametrize("far", [1e10, 1e300, float(2**63)])
+def test_a_far_deadline_is_waited_for(far: float) -> None:
+    """Regression: a deadline past the platform's longest lock wait made the sync chain fail
+    inside (``OverflowError``) and return the input order without an answer."""
+
+    def slow(query: str, documents: Sequence[str], top_k: int | None) -> Any:
+        threading.Event().wait(0.05)
+        return good(query, documents, top_k)
+
+    for cancel in (None, CancelToken(), threading.Event()):
+        outcome = with_fallback([slow], QUERY, DOCUMENTS, deadline=far, cancel=cancel)
+        assert outcome.status == "ok"
+        assert [a.status for a in outcome.attempts] == ["ok"]
+    gated = with_fallback([step(slow, gate=lambda check: True)], QUERY, DOCUMENTS, deadline=far)
+    assert gated.status == "ok"
+    assert asyncio.run(awith_fallback([slow], QUERY, DOCUMENTS, deadline=far)).status == "ok"

@@ -26,6 +26,11 @@ _POLL = 0.005
 ``threading.Event``)."""
 
 
+_LONGEST_WAIT = 3600.0
+"""Seconds of one wait at most: a lock cannot wait past the platform's limit, so a far deadline
+is waited for in turns."""
+
+
 class Cancellable(Protocol):
     """What a sync chain accepts as its cancel flag: a ``CancelToken`` or a
     ``threading.Event``."""
@@ -125,7 +130,7 @@ def run_in_thread(
             left = end - time.monotonic()
             if left <= 0:
                 return Finished("timeout")
-            finished = done.wait(min(left, _POLL) if polling else left)
+            finished = done.wait(min(left, _POLL if polling else _LONGEST_WAIT))
             if box.how != "timeout":
                 return box
             if cancel is not None and cancel.is_set():
