@@ -71,6 +71,10 @@ class CircuitBreaker:
         self._recent: deque[float] = deque(maxlen=self.failures)
         self._opened_at: float | None = None
         self._probe_since: float | None = None
+        self._probes = 0
+        """Probes let through so far: each half-open admission's number."""
+        self._openings = 0
+        """How many times the breaker opened: a closed admission remembers the count."""
         self._lock = _forksafe.lock(self, "_lock")
         _forksafe.after_fork_in_child(self._forget_probe)
         with _live_lock:
@@ -90,52 +94,96 @@ class CircuitBreaker:
         return "half_open"
 
     def allow(self) -> bool:
-        """Whether a call may go now. In ``half_open`` only the first caller gets through (the
-        probe); the others are refused until it reports, or until a cool-down passes without a
-        report."""
+        """Whether a call may go now (see ``admit``, which also says which call it is)."""
+        return self.admit() is not None
+
+    def admit(self) -> Admission | None:
+        """Let a call through, or refuse it (``None``). In ``half_open`` only the first caller
+        gets through (the probe); the others are refused until it reports, or until a cool-down
+        passes without a report. The ``Admission`` reports the call's verdict back, so a call
+        admitted before the breaker opened cannot close it, nor free another's probe slot."""
         with self._lock:
             if self._opened_at is None:
-                return True
+                return Admission(self, 0, self._openings)
             now = self._clock()
             if now - self._opened_at < self.cooldown:
-                return False
+                return None
             if self._probe_since is not None and now - self._probe_since < self.cooldown:
-                return False
+                return None
             self._probe_since = now
-            return True
+            self._probes += 1
+            return Admission(self, self._probes, self._openings)
 
-    def succeeded(self) -> None:
-        """A call answered: a probe closes the breaker."""
+    def succeeded(self, admission: Admission | None = None) -> None:
+        """A call answered: the probe in flight closes the breaker (``admission``: the call's,
+        else any call counts as the probe)."""
         with self._lock:
-            if self._opened_at is not None and self._probe_since is not None:
+            if self._is_probe(admission):
                 self._opened_at = self._probe_since = None
                 self._recent.clear()
 
-    def failed(self) -> None:
-        """A call failed: a probe reopens the breaker; a closed one opens at ``failures``
-        failures within ``window`` seconds."""
+    def failed(self, admission: Admission | None = None) -> None:
+        """A call failed: the probe in flight reopens the breaker; a closed one opens at
+        ``failures`` failures within ``window`` seconds. A call admitted before the breaker
+        last opened reports too late to count."""
         with self._lock:
             now = self._clock()
             if self._opened_at is not None:
-                if self._probe_since is not None:
+                if self._is_probe(admission):
                     self._opened_at, self._probe_since = now, None
+                return
+            if admission is not None and admission.openings != self._openings:
                 return
             self._recent.append(now)
             if len(self._recent) == self.failures and now - self._recent[0] <= self.window:
                 self._opened_at = now
+                self._openings += 1
                 self._recent.clear()
 
-    def released(self) -> None:
-        """A call that was let through ended with no verdict (the caller cancelled it): a probe
-        slot is freed for the next caller."""
+    def released(self, admission: Admission | None = None) -> None:
+        """A call that was let through ended with no verdict (the caller cancelled it): its
+        probe slot is freed for the next caller."""
         with self._lock:
-            self._probe_since = None
+            if self._is_probe(admission):
+                self._probe_since = None
+
+    def _is_probe(self, admission: Admission | None) -> bool:
+        """Whether the report is the probe's now in flight."""
+        if self._opened_at is None or self._probe_since is None:
+            return False
+        return admission is None or admission.probe == self._probes
 
     def _forget_probe(self) -> None:
         self._probe_since = None
 
     def __repr__(self) -> str:
         return f"CircuitBreaker({self.provider!r}, {self.model!r}, state={self.state!r})"
+
+
+class Admission:
+    """A call a breaker let through: report its verdict here (``succeeded``, ``failed``, or
+    ``released`` when it ended with none)."""
+
+    __slots__ = ("breaker", "openings", "probe")
+
+    def __init__(self, breaker: CircuitBreaker, probe: int, openings: int) -> None:
+        self.breaker = breaker
+        self.probe = probe
+        """The probe's number, or ``0`` for a call let through while closed."""
+        self.openings = openings
+
+    @property
+    def state(self) -> BreakerState:
+        return self.breaker.state
+
+    def succeeded(self) -> None:
+        self.breaker.succeeded(self)
+
+    def failed(self) -> None:
+        self.breaker.failed(self)
+
+    def released(self) -> None:
+        self.breaker.released(self)
 
 
 class Breakers:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from spanledger._logs import get_logger
-from spanledger.breakers import Breakers, CircuitBreaker
+from spanledger.breakers import Admission, Breakers, CircuitBreaker
 from spanledger.errors import ErrorCategory, ProviderError
 from spanledger.estimates import ABANDONED_ERROR_TYPES, estimate_rerank_usage, may_have_billed
 from spanledger.events import RerankUsage, ScoredDocument, trusted_builder_of
@@ -98,7 +98,8 @@ def steps_of(given: object) -> list[RerankStep] | str:
         try:
             made = as_step(thing)
         except Exception as refused:  # an object that looks like a model but is not one
-            return f"step {position} ({type(thing).__name__}) is not a step: {refused}"
+            name = type(refused).__name__  # its message could quote what it was given
+            return f"step {position} ({type(thing).__name__}) is not a step: {name}"
         if made is None:
             return f"step {position} is a {type(thing).__name__}, not something that ranks"
         timeout = _seconds(f"step {position} timeout", made.timeout, optional=True)
@@ -186,7 +187,7 @@ class Chain:
         self,
         step: RerankStep,
         reason: str,
-        breaker: CircuitBreaker | None = None,
+        breaker: Admission | CircuitBreaker | None = None,
         detail: str | None = None,
     ) -> None:
         self.add(
@@ -211,7 +212,7 @@ class Chain:
         answer: object,
         started: datetime,
         t0: float,
-        breaker: CircuitBreaker | None,
+        breaker: Admission | None,
     ) -> list[ScoredDocument] | None:
         """Record a step's answer; its results when they keep the contract, else ``None``."""
         elapsed = (time.perf_counter() - t0) * 1000
@@ -246,7 +247,7 @@ class Chain:
         error: BaseException,
         started: datetime,
         t0: float,
-        breaker: CircuitBreaker | None,
+        breaker: Admission | None,
     ) -> None:
         """Record a step that raised; one the provider may have billed carries usage estimated
         from the request, in the unit its endpoint bills by."""
@@ -300,7 +301,7 @@ class Chain:
         step: RerankStep,
         started: datetime,
         t0: float,
-        breaker: CircuitBreaker | None,
+        breaker: Admission | None,
         *,
         aborted: bool,
     ) -> None:
@@ -336,7 +337,7 @@ class Chain:
         status: AttemptStatus,
         started: datetime,
         elapsed_ms: float,
-        breaker: CircuitBreaker | None,
+        breaker: Admission | None,
         *,
         reason: str | None = None,
         detail: str | None = None,

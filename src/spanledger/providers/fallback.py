@@ -29,7 +29,7 @@ from typing import Any
 
 from spanledger._logs import get_logger
 from spanledger.attribution import current_request
-from spanledger.breakers import Breakers, CircuitBreaker
+from spanledger.breakers import Admission, Breakers
 from spanledger.outcomes import AttemptStatus, FallbackAttempt, Reason, RerankOutcome
 from spanledger.providers._bounded import (
     Cancellable,
@@ -279,7 +279,7 @@ def _run_sync(chain: Chain, cancel: Cancellable | None) -> RerankOutcome:
     return chain.outcome(None)
 
 
-def _ready(chain: Chain, current: RerankStep) -> tuple[bool, CircuitBreaker | None]:
+def _ready(chain: Chain, current: RerankStep) -> tuple[bool, Admission | None]:
     """Checks that need no waiting: the deadline, the key, the breaker. Whether the step may
     go on (else it was recorded as skipped), and its breaker, which has let the call through."""
     if chain.remaining() <= 0:
@@ -289,13 +289,16 @@ def _ready(chain: Chain, current: RerankStep) -> tuple[bool, CircuitBreaker | No
         chain.skipped(current, Reason.NO_API_KEY, detail=f"set {current.missing_key}")
         return False, None
     breaker = chain.breaker(current)
-    if breaker is not None and not breaker.allow():
+    if breaker is None:
+        return True, None
+    admission = breaker.admit()
+    if admission is None:
         chain.skipped(current, Reason.CIRCUIT_OPEN, breaker)
         return False, None
-    return True, breaker
+    return True, admission
 
 
-def _release(breaker: CircuitBreaker | None) -> None:
+def _release(breaker: Admission | None) -> None:
     if breaker is not None:
         breaker.released()
 
@@ -325,7 +328,7 @@ def _settled(
     finished: Finished,
     started: datetime,
     t0: float,
-    breaker: CircuitBreaker | None,
+    breaker: Admission | None,
 ) -> Any:
     """Record how a step ended; its kept results, if any."""
     if finished.how == "done":
