@@ -71,7 +71,8 @@ print("core ok")
 
 ABSENT_CHECK = """
 import importlib.util
-for name in ("opentelemetry.sdk", "langfuse", "prometheus_client", "genai_prices"):
+for name in ("opentelemetry.sdk", "langfuse", "prometheus_client", "genai_prices", "rank_bm25",
+             "pygal"):
     assert importlib.util.find_spec(name) is None, name
 print("no extras")
 """
@@ -108,6 +109,23 @@ subprocess.run([str(cli), "prices", "import", "genai-prices", "--output", str(ou
 assert PriceTable.load(out).entries
 print("genai-prices ok")
 """,
+    "bm25": """
+from spanledger.providers.fallback import BM25Step, with_fallback
+outcome = with_fallback([BM25Step()], "tides", ["the moon and the tides", "clocks"])
+assert outcome.status == "ok" and outcome.results[0].index == 0, outcome
+print("bm25 ok")
+""",
+    "html": """
+import pathlib, subprocess, sys, tempfile
+folder = pathlib.Path(tempfile.mkdtemp())
+cli = pathlib.Path(sys.executable).with_name("spanledger")
+subprocess.run([str(cli), "demo"], cwd=folder, check=True, capture_output=True)
+page = folder / "report.html"
+subprocess.run([str(cli), "report", "spanledger-events.jsonl", "--html", str(page)],
+               cwd=folder, check=True, capture_output=True)
+assert "<svg" in page.read_text()
+print("html ok")
+""",
 }
 
 EXTRA_NEEDS = {
@@ -115,6 +133,8 @@ EXTRA_NEEDS = {
     "langfuse": {"langfuse"},
     "prometheus": {"prometheus-client", "opentelemetry-sdk", "opentelemetry-exporter-prometheus"},
     "genai-prices": {"genai-prices"},
+    "bm25": {"rank-bm25"},
+    "html": {"pygal"},
 }
 """The distributions each extra must itself declare: the installed checks run with every
 extra present, so this keeps one extra from leaning on another's dependencies."""
