@@ -44,6 +44,7 @@ PYTHON_BLOCKS_AT_LEAST: dict[str, int] = {
     "docs/guides/backends/index.md": 1,
     "docs/guides/backends/prometheus.md": 1,
     "docs/guides/prices.md": 1,
+    "docs/guides/production.md": 1,
     "docs/guides/fleet-reports.md": 1,
     "docs/guides/testing.md": 1,
 }
@@ -153,6 +154,14 @@ EXPECTED_STDOUT: dict[tuple[str, str], list[re.Pattern[str]]] = {
     ("docs/guides/backends/prometheus.md", "Prometheus and Grafana"): [
         re.compile(r'spanledger_rerank_search_units_total\{.*"rerank-v3\.5".*\} 1\.0'),
         re.compile(r'spanledger_cost_total\{.*spanledger_cost_status="priced"\} 0\.002'),
+    ],
+    # A backend where nothing listens: the call and the shutdown stay bounded, and every span
+    # produced is accounted for.
+    ("docs/guides/production.md", "A dead backend, end to end"): [
+        re.compile(r"call under 1 s: True; shutdown within 3 s: True"),
+        re.compile(
+            r"spans produced 1, exported 0, failed \d, dropped \d, pending 0; balanced: True"
+        ),
     ],
     # A glob entry prices one model; the other is unpriced, named in a warning, never $0.
     ("docs/guides/prices.md", "Pricing events"): [
