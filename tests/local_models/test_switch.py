@@ -94,6 +94,27 @@ def test_the_default_switch_names_both_and_imports_neither() -> None:
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_the_default_switch_skips_a_library_that_is_not_installed() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["flashrank"] = None  # as if it were not installed
+        sys.modules["sentence_transformers"] = None
+        import spanledger
+        spanledger.instrument()
+        names = spanledger.instrumentation.instrumented_sdks()
+        assert "flashrank" not in names and "sentence_transformers" not in names, names
+        assert "openai" in names, names
+        spanledger.uninstrument()
+        print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 def test_a_wait_fires_once_the_module_is_imported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
