@@ -1,9 +1,9 @@
 """Running a piece of a chain (a step, a gate) for at most a budget, and cancelling a chain.
 
-Python cannot stop a thread, so what may overrun runs on a daemon thread of its own, carrying
-the caller's context (recorder, request scope, trace); the chain waits for it until the budget
-runs out or the caller cancels, then moves on and leaves it to finish on its own (what it emits
-still reaches the recorder). Each wait is bounded by the budget.
+Python cannot stop a thread, so what may overrun runs on a worker thread (a daemon, reused
+between runs), carrying the caller's context (recorder, request scope, trace); the chain waits
+for it until the budget runs out or the caller cancels, then moves on and leaves it to finish on
+its own (what it emits still reaches the recorder). Each wait is bounded by the budget.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -108,10 +109,60 @@ def _runner(
     return run
 
 
+_IDLE_SECONDS = 60.0
+"""How long a worker with nothing to do waits for more before it ends."""
+
+
+class _Workers:
+    """Daemon threads that run what a chain may stop waiting for, reused between runs (a
+    hand-off costs a fraction of starting a thread). A job that overruns keeps its worker; the
+    next job then gets a new one, so a hung step never delays another chain's."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        """Workers waiting for a job, less the jobs queued for them."""
+        self._lock = _forksafe.lock(self, "_lock")
+        _forksafe.after_fork_in_child(self._forget_parent)
+
+    def run(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1
+                self._jobs.put(job)
+                return
+        threading.Thread(
+            target=self._work, args=(job,), name="spanledger-chain", daemon=True
+        ).start()
+
+    def _work(self, job: Callable[[], None]) -> None:
+        while True:
+            job()
+            with self._lock:
+                self._idle += 1
+            while True:
+                try:
+                    job = self._jobs.get(timeout=_IDLE_SECONDS)
+                    break
+                except queue.Empty:
+                    with self._lock:
+                        if self._idle > 0:  # nothing was queued for this worker: it ends
+                            self._idle -= 1
+                            return
+
+    def _forget_parent(self) -> None:
+        """In a forked child the parent's workers do not exist: start from none."""
+        self._jobs = queue.SimpleQueue()
+        self._idle = 0
+
+
+_workers = _Workers()
+
+
 def run_in_thread(
     function: Callable[[], Any], budget: float, cancel: Cancellable | None
 ) -> Finished:
-    """Run ``function`` on a daemon thread and wait at most ``budget`` seconds, or until
+    """Run ``function`` on a worker thread and wait at most ``budget`` seconds, or until
     ``cancel`` is set."""
     if cancel is not None and cancel.is_set():
         return Finished("cancelled")
@@ -120,9 +171,7 @@ def run_in_thread(
     forget: Callable[[], None] = lambda: None  # noqa: E731
     if isinstance(cancel, CancelToken):
         forget = cancel.when_cancelled(done.set)
-    threading.Thread(
-        target=_runner(function, box, done), name="spanledger-chain", daemon=True
-    ).start()
+    _workers.run(_runner(function, box, done))
     try:
         end = time.monotonic() + budget
         polling = cancel is not None and not isinstance(cancel, CancelToken)
@@ -142,9 +191,9 @@ def run_in_thread(
 
 
 async def arun_in_thread(function: Callable[[], Any], budget: float | None) -> Finished:
-    """Run a sync ``function`` (a gate, a local step) on a daemon thread of its own, awaiting
-    it at most ``budget`` seconds (``None``: until it ends or the awaiting task is cancelled);
-    the default executor is left alone, so a hung one starves nothing."""
+    """Run a sync ``function`` (a gate, a local step) on a worker thread, awaiting it at most
+    ``budget`` seconds (``None``: until it ends or the awaiting task is cancelled); the default
+    executor is left alone, so a hung one starves nothing."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[None] = loop.create_future()
     box = Finished("timeout")
@@ -156,7 +205,7 @@ async def arun_in_thread(function: Callable[[], Any], budget: float | None) -> F
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
             loop.call_soon_threadsafe(_settle, future)
 
-    threading.Thread(target=run_then_wake, name="spanledger-chain", daemon=True).start()
+    _workers.run(run_then_wake)
     try:
         await asyncio.wait_for(asyncio.shield(future), budget)
     except TimeoutError:

@@ -76,7 +76,9 @@ def request_problem(
     """What makes a request unusable (said without its text), or ``None``."""
     if not isinstance(query, str) or not query.strip():
         return "the query must be a non-blank string"
-    if isinstance(documents, str | bytes) or not isinstance(documents, Sequence):
+    if type(documents) is not list and (
+        isinstance(documents, str | bytes) or not isinstance(documents, Sequence)
+    ):
         return f"documents must be a list of strings, not {type(documents).__name__}"
     if not all(type(document) is str for document in documents):
         for position, document in enumerate(documents):

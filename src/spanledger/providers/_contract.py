@@ -23,7 +23,7 @@ class InvalidAnswer(ValueError):
 def broken_rule(results: Sequence[ScoredDocument], count: int, top_k: int | None) -> str | None:
     """Which rule ``results`` break for ``count`` documents and ``top_k``, or ``None``."""
     if not isinstance(results, list | tuple) or not all(
-        isinstance(result, ScoredDocument) for result in results
+        type(result) is ScoredDocument or isinstance(result, ScoredDocument) for result in results
     ):
         return "a ranking must be a list of scored documents"
     expected = count if top_k is None else min(top_k, count)
@@ -32,21 +32,24 @@ def broken_rule(results: Sequence[ScoredDocument], count: int, top_k: int | None
     if len(results) != expected:
         return f"{len(results)} results where {expected} documents had to be scored once"
     seen: set[int] = set()
-    previous: ScoredDocument | None = None
+    last_index, last_score = -1, math.inf
     for result in results:
-        index = getattr(result, "index", None)  # a result built past validation may lack one
-        score = getattr(result, "relevance_score", None)
+        fields = result.__dict__  # a result built past validation may lack a field
+        index, score = fields.get("index"), fields.get("relevance_score")
         if type(index) is not int or not 0 <= index < count:
             return f"index {index!r} is out of range for {count} documents"
         if index in seen:
             return f"document {index} is scored more than once"
         seen.add(index)
-        if not isinstance(score, float | int) or not math.isfinite(score):
+        if type(score) is not float and (
+            not isinstance(score, float | int) or isinstance(score, bool)
+        ):
             return f"document {index} has a score that is not a finite number"
-        if previous is not None:
-            if score > previous.relevance_score:
-                return f"scores rise at document {index}: not in descending order"
-            if score == previous.relevance_score and index < previous.index:
-                return f"documents {previous.index} and {index} tie out of input order"
-        previous = result
+        if not math.isfinite(score):
+            return f"document {index} has a score that is not a finite number"
+        if score > last_score:
+            return f"scores rise at document {index}: not in descending order"
+        if score == last_score and index < last_index:
+            return f"documents {last_index} and {index} tie out of input order"
+        last_index, last_score = index, score
     return None

@@ -86,8 +86,9 @@ class RerankStep:
     """A chain step: what it is, who it would bill, and how to run it.
 
     ``gate`` and ``timeout`` (seconds, within the chain's deadline) are the step's own;
-    ``cooperative`` steps honour a timeout themselves (remote calls), so a sync chain runs them
-    on its own thread; others run on a worker thread it can stop waiting for.
+    ``cooperative`` steps end within their budget by themselves (a remote call honours its
+    timeout; BM25 is bounded by its input), so a sync chain runs them on its own thread; others
+    run on a worker thread it can stop waiting for.
     """
 
     kind: ClassVar[StepKind]
@@ -121,10 +122,10 @@ class RerankStep:
     async def arank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
     ) -> StepRanking:
-        """By default the sync ``rank`` on a daemon thread of its own, so a local model never
-        blocks the event loop, and one left running past its budget holds none of the loop's
-        executor threads (which the application's own ``to_thread`` calls and the loop's
-        shutdown wait for)."""
+        """By default the sync ``rank`` on a worker thread, so a local model never blocks the
+        event loop, and one left running past its budget holds none of the loop's executor
+        threads (which the application's own ``to_thread`` calls and the loop's shutdown wait
+        for)."""
         finished = await arun_in_thread(lambda: self.rank(query, documents, top_k, timeout), None)
         if finished.error is not None:
             raise finished.error
@@ -240,6 +241,7 @@ class BM25Step(RerankStep):
     ``\\w+`` runs. Needs ``pip install 'spanledger[bm25]'``."""
 
     kind = "bm25"
+    cooperative = True
 
     def __init__(
         self,
