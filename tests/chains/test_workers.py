@@ -53,7 +53,11 @@ def test_a_step_that_overran_does_not_hold_up_the_next_chain() -> None:
 
 def test_a_forked_child_starts_with_workers_of_its_own() -> None:
     local = CallableStep(ranked, name="ranked")
-    with_fallback([local], "tides", DOCUMENTS)  # the parent has an idle worker now
+    with_fallback([local], "tides", DOCUMENTS)
+    deadline = time.monotonic() + 5
+    while _bounded._workers._idle < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _bounded._workers._idle >= 1  # the parent has an idle worker, which the child lacks
     taken, release = threading.Event(), threading.Event()
 
     def hold() -> None:
