@@ -65,9 +65,10 @@ def test_a_forked_child_starts_with_workers_of_its_own() -> None:
             taken.set()
             release.wait(10)
 
-    def work() -> int:
+    def work() -> None:
         run = with_fallback([local], "tides", DOCUMENTS, deadline=2.0)
-        return 0 if run.status == "ok" else 1
+        if run.status != "ok":  # the child exits RAISED
+            raise RuntimeError(run.status)
 
     holder = threading.Thread(target=hold)
     holder.start()
