@@ -34,12 +34,15 @@ def fork(work: Callable[[], int | None]) -> int:
 
 def timed(limit: float, work: Callable[[], object]) -> Callable[[], int]:
     """``work`` as a child's work that must finish within ``limit`` seconds of the child
-    starting, or exit ``SLOW``."""
+    starting, or exit ``SLOW``; a whole number it returns is the child's exit code (a check
+    that returns 1 fails the child), anything else exits 0."""
 
     def run() -> int:
         started = time.monotonic()
-        work()
-        return 0 if time.monotonic() - started <= limit else SLOW
+        code = work()
+        if time.monotonic() - started > limit:
+            return SLOW
+        return code if type(code) is int else 0
 
     return run
 
