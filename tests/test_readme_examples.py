@@ -47,6 +47,9 @@ PYTHON_BLOCKS_AT_LEAST: dict[str, int] = {
     "docs/guides/production.md": 1,
     "docs/guides/fleet-reports.md": 1,
     "docs/guides/testing.md": 1,
+    "docs/guides/fallback-chains.md": 6,
+    "docs/guides/local-models.md": 2,
+    "docs/guides/html-report.md": 1,
 }
 """How many python blocks each file had when its floor was set: one may turn into another
 language on purpose (a fragment that cannot run), but none may drop out unnoticed. A page not
@@ -175,9 +178,41 @@ EXPECTED_STDOUT: dict[tuple[str, str], list[re.Pattern[str]]] = {
         re.compile(r"embed-v4\.0 +priced +3 .*"),
         re.compile(r"rerank-v3\.5 +priced +3 +0\.006 USD .*"),
     ],
+    # A chain whose remote step answers 503: the local cross-encoder ranks, nothing is billed.
+    ("docs/guides/fallback-chains.md", "A chain with local steps"): [
+        re.compile(r"outcome: degraded answered by attempt 1"),
+        re.compile(r"  provider cohere failed provider_unavailable"),
+        re.compile(r"  cross_encoder sentence_transformers ok None"),
+        re.compile(r"ranking: \[\(\d, -?\d\.\d+\), \(\d, -?\d\.\d+\)\]"),
+        re.compile(r"costs: \['not_billed', 'not_billed'\] spend: 0"),
+    ],
+    ("docs/guides/fallback-chains.md", "Gates and keys"): [
+        re.compile(
+            r"degraded \[\('nightly_model', 'skipped', 'quota_spent'\), "
+            r"\('canary', 'failed', 'step_error'\), \('bm25okapi', 'ok', None\)\]"
+        ),
+    ],
+    # Two 503s open the breaker, the third call is skipped unsent, the probe closes it.
+    ("docs/guides/fallback-chains.md", "Circuit breakers"): [
+        re.compile(r"call 1: failed provider_unavailable -> breaker closed"),
+        re.compile(r"call 2: failed provider_unavailable -> breaker open"),
+        re.compile(r"call 3: skipped circuit_open -> breaker open"),
+        re.compile(r"call 4: ok None -> breaker closed"),
+        re.compile(r"requests sent to Cohere: 3"),
+    ],
+    ("docs/guides/fallback-chains.md", "Deadlines and cancellation"): [
+        re.compile(r"aborted aborted search_units=1 input_tokens=None True"),
+    ],
+    ("docs/guides/fallback-chains.md", "Async"): [
+        re.compile(r"ok 0 search_units=None input_tokens=[1-9]\d*"),
+    ],
 }
 """What a block under each (file, section) must print: these lines, in order (each a full
 line)."""
+
+SLOW_IMPORTS = ("sentence_transformers", "flashrank")
+"""Blocks that load a model in process: importing torch and loading weights takes most of a
+minute on a busy machine, so they get more time."""
 
 
 @dataclass(frozen=True)
@@ -269,6 +304,11 @@ def example_environment(home: Path, proxy: str = _CLOSED_PORT) -> dict[str, str]
     return env
 
 
+def block_timeout(block: Block) -> float:
+    """Seconds a block may run: longer for one that loads a model in process."""
+    return 180.0 if any(name in block.code for name in SLOW_IMPORTS) else 60.0
+
+
 def run_block(
     block: Block, directory: Path, proxy: str = _CLOSED_PORT
 ) -> subprocess.CompletedProcess[str]:
@@ -286,7 +326,7 @@ def run_block(
         env=example_environment(home, proxy),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=block_timeout(block),
         check=False,
     )
 
@@ -361,7 +401,11 @@ def test_the_environment_sends_anything_but_loopback_to_the_proxy(tmp_path: Path
     assert seen == [b"GET http://example.com/ HTTP/1.1"]
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[block.name for block in BLOCKS])
+@pytest.mark.parametrize(
+    "block",
+    [pytest.param(b, marks=pytest.mark.timeout(block_timeout(b) + 30)) for b in BLOCKS],
+    ids=[block.name for block in BLOCKS],
+)
 def test_a_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     done = run_block(block, tmp_path)
     where = block.where
