@@ -1,6 +1,7 @@
 """``spanledger demo`` against a real Arize Phoenix, read back as a person and a script would:
 one trace for the turn, its root span carrying the cited token share, child spans of kind
-embedding and reranker with their usage, in the project named after the service.
+embedding with their usage and the rerank fallback chain's span, whose children are the
+reranker calls it made, in the project named after the service.
 
 The demo runs as users run it (``OTEL_EXPORTER_OTLP_ENDPOINT`` and ``OTEL_SERVICE_NAME`` set,
 nothing else); Phoenix's REST API is checked, then headless Chromium opens the trace in
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.timeout(400)
 
 SCREENSHOT = Path(tempfile.gettempdir()) / "spanledger-phoenix-trace.png"
 CALL_SPANS = 4  # two embeddings; the fallback chain's timed-out Voyage rerank and Cohere's
+SPANS = CALL_SPANS + 2  # and the request's span and the chain's
 
 
 def _run_demo(phoenix: PhoenixServer, service: str, folder: Path) -> Path:
@@ -106,19 +108,28 @@ def test_the_demo_turn_reads_as_one_trace_in_phoenix(
     [record] = read_events(events).attributions
     assert record.cited_token_share is not None
 
-    # The REST API: the project is the service; one trace; a root and its four calls.
-    spans = phoenix.spans(project=service, expected=CALL_SPANS + 1, timeout=60)
+    # The REST API: the project is the service; one trace; a root, its two embeddings and the
+    # rerank chain, and the chain's two calls.
+    spans = phoenix.spans(project=service, expected=SPANS, timeout=60)
     assert service in _projects(phoenix)
     assert len({span["context"]["trace_id"] for span in spans}) == 1
     [root] = [span for span in spans if span["parent_id"] is None]
-    children = [span for span in spans if span["parent_id"] is not None]
+    [chain] = [span for span in spans if span["name"] == "rerank_chain"]
+    children = [span for span in spans if span["parent_id"] is not None and span is not chain]
     assert (root["name"], root["span_kind"]) == ("request", "CHAIN")
     attributes = root["attributes"]
     assert attributes["spanledger.request_id"] == record.request_id
     assert attributes["spanledger.attribution.cited_token_share"] == pytest.approx(
         record.cited_token_share
     )
-    assert {child["parent_id"] for child in children} == {root["context"]["span_id"]}
+    assert attributes["spanledger.attribution.chains.degraded"] == 1
+    assert (chain["parent_id"], chain["span_kind"]) == (root["context"]["span_id"], "CHAIN")
+    assert chain["attributes"]["spanledger.chain.status"] == "degraded"
+    parents = {child["span_kind"]: child["parent_id"] for child in children}
+    assert parents == {
+        "EMBEDDING": root["context"]["span_id"],
+        "RERANKER": chain["context"]["span_id"],
+    }
     kinds = sorted(child["span_kind"] for child in children)
     assert kinds == ["EMBEDDING", "EMBEDDING", "RERANKER", "RERANKER"]
     for child in children:
@@ -139,15 +150,16 @@ def test_the_demo_turn_reads_as_one_trace_in_phoenix(
     trace_id = root["context"]["trace_id"]
     with headless_chromium() as session:
         session.get(f"{phoenix.base_url}/projects/{project_id}/traces/{trace_id}")
-        rows = _wait_for_rows(session, CALL_SPANS + 1, timeout=60)
+        rows = _wait_for_rows(session, SPANS, timeout=60)
         assert rows[0] == ("chain", "request"), rows
-        shown = sorted(kind for kind, _ in rows[1:])
+        assert ("chain", "rerank_chain") in rows, rows
+        shown = sorted(kind for kind, name in rows[1:] if name != "rerank_chain")
         assert shown == ["embedding", "embedding", "reranker", "reranker"], rows
         session.get(
             f"{phoenix.base_url}/projects/{project_id}/traces/{trace_id}"
             f"?selectedSpanNodeId={root['id']}"
         )
-        _wait_for_rows(session, CALL_SPANS + 1, timeout=60)
+        _wait_for_rows(session, SPANS, timeout=60)
         share = f"{record.cited_token_share}"
         text = _wait_for_text(session, ["cited_token_share", share[:5]], timeout=30)
         session.save_screenshot(str(SCREENSHOT))
