@@ -14,6 +14,7 @@ from spanledger.events import (
     RerankEvent,
     RerankUsage,
 )
+from spanledger.wire.endpoints import Vendor
 
 __all__ = ["ConsoleSink", "describe_event"]
 
@@ -31,10 +32,17 @@ def _usage_text(usage: EmbeddingUsage | RerankUsage | None) -> str:
     return ", ".join(figures)
 
 
+_PROVIDER_WIDTH = max(len(vendor.value) for vendor in Vendor)
+"""The provider column fits every built-in vendor's name (``sentence_transformers``)."""
+
+
 def describe_event(event: Event) -> str:
     """One line: operation, provider, model, latency, then usage or the failure category."""
     operation = "embed " if isinstance(event, EmbeddingEvent | EmbeddingFailedEvent) else "rerank"
-    head = f"{operation} {event.provider:<15} {event.model:<28} {event.latency_ms:8.1f} ms  "
+    head = (
+        f"{operation} {event.provider:<{_PROVIDER_WIDTH}} {event.model:<28} "
+        f"{event.latency_ms:8.1f} ms  "
+    )
     if isinstance(event, EmbeddingEvent):
         return f"{head}{event.input_count} inputs -> {_usage_text(event.usage)}"
     if isinstance(event, RerankEvent):
