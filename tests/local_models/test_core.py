@@ -13,8 +13,9 @@ import pytest
 import spanledger
 from spanledger import Recorder
 from spanledger.errors import ErrorCategory
-from spanledger.instrumentation._local import Library, LocalSpec, counting, model_label
+from spanledger.instrumentation._local import Library, LocalSpec, counting
 from spanledger.recording.facts import EmbedFacts, Figures
+from spanledger.recording.names import model_label
 
 from .conftest import SENTINEL, Tape
 

@@ -23,7 +23,6 @@ import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from types import ModuleType
 from typing import Any
 
@@ -43,7 +42,6 @@ __all__ = [
     "counting",
     "current_local_call",
     "local_failure",
-    "model_label",
 ]
 
 LOCAL_BILLING = "local"
@@ -69,23 +67,6 @@ def local_failure(exc: BaseException) -> ProviderError:
         else ErrorCategory.UNAVAILABLE
     )
     return ProviderError(category, detail=f"the local model raised {name}", error_type=name)
-
-
-def model_label(given: object) -> str | None:
-    """A model's name for events from what it was loaded by: a hub id (``org/name``) as is,
-    a hub cache folder (``.../models--org--name/snapshots/<hash>``) as ``org/name``, and any
-    other local path by its last part only, so no user or home folder reaches telemetry."""
-    if not isinstance(given, str) or not given.strip():
-        return None
-    text = given.strip().rstrip("/\\")
-    parts = PurePath(text.replace("\\", "/")).parts
-    for part in reversed(parts):
-        if part.startswith("models--"):
-            return part.removeprefix("models--").replace("--", "/", 1)
-    looks_local = text.startswith(("/", ".", "~")) or ":" in text or len(parts) > 2
-    if not looks_local and len(parts) <= 2:
-        return text
-    return parts[-1] if parts else None
 
 
 @dataclass(frozen=True, slots=True)

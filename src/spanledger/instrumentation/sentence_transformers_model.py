@@ -8,7 +8,7 @@ arrays, normalisation, prompts); the event reads the input count, the prompt or 
 input type, ``truncate_dim`` as the requested dimensions, and the result's width or scores.
 
 The model is named by the hub id it was loaded by; a model loaded from a local folder is named
-by the folder's last part (see ``model_label``), never by its full path.
+by the folder's last part (see ``spanledger.recording.names``), never by its full path.
 
 Nothing here imports ``sentence_transformers``: the switch waits for the library's own import.
 """
@@ -27,7 +27,6 @@ from spanledger.instrumentation._local import (
     Library,
     LocalSpec,
     counting,
-    model_label,
 )
 from spanledger.instrumentation._registry import Installation
 from spanledger.recording.facts import (
@@ -40,6 +39,7 @@ from spanledger.recording.facts import (
     texts_only,
     utf8_length,
 )
+from spanledger.recording.names import local_model_name
 from spanledger.wire.endpoints import Vendor
 
 __all__ = ["LIBRARY", "hook", "install"]
@@ -116,15 +116,7 @@ def _masked(features: Any) -> tuple[int, int] | None:
 def _name(model: Any) -> str:
     found = _names.get(model)
     if found is None:
-        card = getattr(model, "model_card_data", None)
-        tokenizer = getattr(model, "tokenizer", None)
-        candidates = (
-            getattr(card, "model_id", None),
-            getattr(card, "base_model", None),
-            getattr(tokenizer, "name_or_path", None),
-        )
-        found = next(filter(None, map(model_label, candidates)), type(model).__name__)
-        _names[model] = found
+        found = _names[model] = local_model_name(model)
     return found
 
 

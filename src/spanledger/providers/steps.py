@@ -31,6 +31,7 @@ from spanledger.outcomes import FallbackAttempt, StepKind
 from spanledger.providers._bounded import arun_in_thread
 from spanledger.providers._contract import InvalidAnswer
 from spanledger.providers._provider import RerankProvider
+from spanledger.recording.names import local_model_name
 
 __all__ = [
     "BM25Step",
@@ -185,16 +186,6 @@ def ranked_by_scores(scores: Sequence[float], top_k: int | None) -> list[ScoredD
     return [_scored({"index": i, "relevance_score": scores[i]}) for i in order]
 
 
-def _model_name(model: object) -> str:
-    """A model's name from its config (the last part of a path: never a local directory)."""
-    for holder in (model, getattr(model, "model", None)):
-        config = getattr(holder, "config", None)
-        name = getattr(config, "_name_or_path", None) or getattr(config, "name_or_path", None)
-        if isinstance(name, str) and name.strip("/"):
-            return name.rstrip("/").rsplit("/", 1)[-1]
-    return type(model).__name__
-
-
 class CrossEncoderStep(RerankStep):
     """A local cross-encoder: ``model.predict([(query, document), ...])`` scores each pair."""
 
@@ -214,7 +205,7 @@ class CrossEncoderStep(RerankStep):
             raise TypeError(
                 f"CrossEncoderStep needs a model with predict(pairs), not {type(model).__name__}"
             )
-        super().__init__(provider, name or _model_name(model), gate=gate, timeout=timeout)
+        super().__init__(provider, name or local_model_name(model), gate=gate, timeout=timeout)
         self.cross_encoder = model
         self.batch_size = batch_size
 
