@@ -102,8 +102,6 @@ UsageFigure = Literal["input_tokens", "search_units"]
 """A usage figure a provider reports."""
 UsageSource = Literal["provider", "tokenizer"]
 """Who counted a call's usage figures."""
-UsageSource = Literal["provider", "tokenizer"]
-"""Who counted a call's usage figures."""
 
 
 def _empty(value: Sized) -> bool:
@@ -311,10 +309,6 @@ class _CallEvent(_Record):
 class _Succeeded(_CallEvent):
     response_model: str | None = None
     response_id: str | None = None
-    usage_source: UsageSource | None = Field(default=None, exclude_if=_unset)
-    """Who counted ``usage``: ``tokenizer`` when spanledger counted the tokens an in-process
-    model saw with the model's own tokenizer (nobody bills them); ``provider`` when a provider
-    reported it. ``None`` (not written) on paths that do not say."""
     usage_source: UsageSource | None = Field(default=None, exclude_if=_unset)
     """Who counted ``usage``: ``tokenizer`` when spanledger counted the tokens an in-process
     model saw with the model's own tokenizer (nobody bills them); ``provider`` when a provider
