@@ -224,24 +224,62 @@ class Chain:
             else f"a step must return a ranking, not a {type(answer).__name__}"
         )
         if rule is not None or not isinstance(answer, StepRanking):
-            if breaker is not None:
-                breaker.failed()
-            self.add(
-                self._attempt(
-                    step,
-                    "failed",
-                    started,
-                    elapsed,
-                    breaker,
-                    reason=Reason.INVALID_RESULTS,
-                    detail=rule,
-                )
-            )
+            self._invalid(step, started, elapsed, breaker, rule)
             return None
         if breaker is not None:
             breaker.succeeded()
         self.add(self._attempt(step, "ok", started, elapsed, breaker, usage=answer.usage))
         return answer.results
+
+    def _invalid(
+        self,
+        step: RerankStep,
+        started: datetime,
+        elapsed: float,
+        breaker: Admission | None,
+        rule: str | None,
+        error_type: str | None = None,
+    ) -> None:
+        """A step's answer that is no ranking, or breaks the contract: a failure for its
+        breaker, and ``invalid_results`` with the broken rule."""
+        if breaker is not None:
+            breaker.failed()
+        self.add(
+            self._attempt(
+                step,
+                "failed",
+                started,
+                elapsed,
+                breaker,
+                reason=Reason.INVALID_RESULTS,
+                detail=rule,
+                error_type=error_type,
+            )
+        )
+
+    def budgeted(self, step: RerankStep, breaker: Admission | None) -> float | None:
+        """The step's budget once its gate let it through; ``None`` when the deadline ran out
+        meanwhile (the step is then recorded as skipped and its breaker's slot freed)."""
+        budget = self.budget(step)
+        if budget is None:
+            if breaker is not None:
+                breaker.released()
+            self.skipped(step, Reason.DEADLINE_EXHAUSTED, breaker)
+        return budget
+
+    def gated_out(self, step: RerankStep, reason: str | None, breaker: Admission | None) -> bool:
+        """Whether the gate's ``reason`` skips the step (recorded, its breaker's slot freed)."""
+        if reason is None:
+            return False
+        if breaker is not None:
+            breaker.released()
+        self.skipped(step, reason, breaker)
+        return True
+
+    def identity(self, step: RerankStep) -> RerankOutcome:
+        """The identity step reached: the input order, on purpose."""
+        self.skipped(step, Reason.IDENTITY)
+        return self.outcome(None)
 
     def raised(
         self,
@@ -255,20 +293,7 @@ class Chain:
         from the request, in the unit its endpoint bills by."""
         elapsed = (time.perf_counter() - t0) * 1000
         if isinstance(error, InvalidAnswer):
-            if breaker is not None:
-                breaker.failed()
-            self.add(
-                self._attempt(
-                    step,
-                    "failed",
-                    started,
-                    elapsed,
-                    breaker,
-                    reason=Reason.INVALID_RESULTS,
-                    detail=str(error),
-                    error_type=type(error).__name__,
-                )
-            )
+            self._invalid(step, started, elapsed, breaker, str(error), type(error).__name__)
             return
         if isinstance(error, ProviderError):
             name, category, status = error.error_type, error.category, error.status_code

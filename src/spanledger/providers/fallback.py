@@ -243,18 +243,13 @@ def _run_sync(chain: Chain, cancel: Cancellable | None) -> RerankOutcome:
             except _Aborted:
                 _release(breaker)
                 return chain.aborted()
-            if reason is not None:
-                _release(breaker)
-                chain.skipped(current, reason, breaker)
+            if chain.gated_out(current, reason, breaker):
                 continue
-        budget = chain.budget(current)
+        budget = chain.budgeted(current, breaker)
         if budget is None:
-            _release(breaker)
-            chain.skipped(current, Reason.DEADLINE_EXHAUSTED, breaker)
             continue
         if current.kind == "identity":
-            chain.skipped(current, Reason.IDENTITY)
-            return chain.outcome(None)
+            return chain.identity(current)
         started, t0 = datetime.now(UTC), time.perf_counter()
         if current.cooperative and cancel is None:
             try:
@@ -363,18 +358,13 @@ async def _run_async(chain: Chain, cancel: CancelToken | None) -> RerankOutcome:
                     _release(breaker)
                     _uncancel()
                     return chain.aborted()
-                if reason is not None:
-                    _release(breaker)
-                    chain.skipped(current, reason, breaker)
+                if chain.gated_out(current, reason, breaker):
                     continue
-            budget = chain.budget(current)
+            budget = chain.budgeted(current, breaker)
             if budget is None:
-                _release(breaker)
-                chain.skipped(current, Reason.DEADLINE_EXHAUSTED, breaker)
                 continue
             if current.kind == "identity":
-                chain.skipped(current, Reason.IDENTITY)
-                return chain.outcome(None)
+                return chain.identity(current)
             started, t0 = datetime.now(UTC), time.perf_counter()
             task = asyncio.ensure_future(
                 current.arank(chain.query, chain.documents, chain.top_k, budget)
