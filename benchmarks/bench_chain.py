@@ -4,7 +4,9 @@ A Cohere reranker answers from an in-process mock transport (no network). Printe
 asserted:
 
 1. a chain whose first step answers / that step called alone, with no recorder and with OTel
-   export on (the chain adds its own span there) — target: at most 1.1;
+   export on (the chain adds its own span there) — target: at most 1.1; once on the in-process
+   mock (the harshest case: a call of about 0.4 ms) and once against the stand-in over a
+   loopback socket (a real HTTP exchange, still far quicker than a remote reranker);
 2. the same with a BM25 step alone (a local step on a worker thread) against ``BM25Step.rank``;
 3. a chain whose only step's circuit breaker is open (skipped ``circuit_open``): its time per
    chain, against an empty function call — target: under 50 µs.
@@ -27,6 +29,7 @@ import spanledger
 from bench_instrument import Batch, interleaved, ratio
 from spanledger.providers import CohereReranker
 from spanledger.providers.fallback import BM25Step, Breakers, with_fallback
+from spanledger.testing import StandIn
 
 QUERY = "what pulls the tides"
 DOCUMENTS = [f"passage {n} about the moon, the sea and the tides" for n in range(20)]
@@ -79,6 +82,15 @@ def main() -> int:
     def bm25_chained() -> object:
         return with_fallback([bm25], QUERY, DOCUMENTS, top_k=5)
 
+    standin = StandIn().start()
+    loopback = CohereReranker("rerank-v3.5", base_url=standin.base_url("cohere"), api_key="b")
+
+    def loopback_alone() -> object:
+        return loopback.rerank(QUERY, DOCUMENTS, top_k=5, timeout=10.0)
+
+    def loopback_chained() -> object:
+        return with_fallback([loopback], QUERY, DOCUMENTS, top_k=5)
+
     def otel() -> Any:
         return spanledger.use(rig.recorder)
 
@@ -93,11 +105,17 @@ def main() -> int:
             "chain, otel": exported(chained),
             "bm25 alone": Batch(bm25_alone),
             "bm25 chain": Batch(bm25_chained),
+            "loopback alone": Batch(loopback_alone),
+            "loopback chain": Batch(loopback_chained),
+            "loopback alone, otel": exported(loopback_alone),
+            "loopback chain, otel": exported(loopback_chained),
         },
         rounds,
         calls,
     )
     rig.spans.clear()
+    loopback.close()
+    standin.stop()
 
     breakers = Breakers(failures=3, window=60, cooldown=3600)
     open_breaker(breakers, reranker)
@@ -130,6 +148,10 @@ def main() -> int:
         f"chain / step alone, OTel export: {ratio(samples, 'chain, otel', 'step alone, otel'):.3f}"
     )
     print(f"bm25 chain / bm25 step alone:    {ratio(samples, 'bm25 chain', 'bm25 alone'):.3f}")
+    loop = ratio(samples, "loopback chain", "loopback alone")
+    loop_otel = ratio(samples, "loopback chain, otel", "loopback alone, otel")
+    print(f"over loopback, no recorder:      {loop:.3f}")
+    print(f"over loopback, OTel export:      {loop_otel:.3f}")
     skip_us = statistics.median(skip_times) * 1e6
     empty_us = statistics.median(empty_times) * 1e6
     print(f"breaker-open skip: {skip_us:.1f} µs per chain ({empty_us:.2f} µs an empty call)")

@@ -252,8 +252,12 @@ class GenAIMetrics:
             unit="{call}",
             description="Calls recorded under the overflow model label (too many label sets).",
         )
-        self.chain_outcomes = meter.create_counter(
+        self._chain_totals: dict[str, int] = {}
+        """Chains by outcome status in this process, read when the meter collects."""
+        self._chain_lock = _forksafe.lock(self, "_chain_lock")
+        meter.create_observable_counter(
             "spanledger.rerank_chain.outcomes",
+            callbacks=[self._chain_outcomes],
             unit="{chain}",
             description="Rerank chains by outcome status (ok, degraded, aborted, ...).",
         )
@@ -280,8 +284,16 @@ class GenAIMetrics:
         )
 
     def chain_ended(self, status: str) -> None:
-        """Count a chain's outcome (a handful of statuses: bounded labels)."""
-        self.chain_outcomes.add(1, {"spanledger.chain.status": status})
+        """Count a chain's outcome (a handful of statuses: bounded labels). The count is a
+        total read at collection, so a chain pays a dictionary update, not an instrument's
+        record."""
+        with self._chain_lock:
+            self._chain_totals[status] = self._chain_totals.get(status, 0) + 1
+
+    def _chain_outcomes(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._chain_lock:
+            totals = list(self._chain_totals.items())
+        return [Observation(count, {"spanledger.chain.status": status}) for status, count in totals]
 
     def take(self, event: Event, span: SpanContext | None) -> None:
         """Queue the call's figures; once the queue is full, record a few, unless a collection
@@ -302,8 +314,10 @@ class GenAIMetrics:
             self._record_queued(len(self._pending))
 
     def forget_inherited(self) -> None:
-        """In a forked child: drop the parent's queued calls (the lock is renewed too)."""
+        """In a forked child: drop the parent's queued calls and chain counts (the locks are
+        renewed too)."""
         self._pending.clear()
+        self._chain_totals.clear()
 
     def _record_queued(self, limit: int) -> None:
         pop = self._pending.popleft
