@@ -24,7 +24,7 @@ from spanledger.attribution import (
     ServedFrame,
 )
 from spanledger.costs import CostStatus
-from spanledger.events import AttributionRecord
+from spanledger.events import AttributionRecord, Event
 from spanledger.ledger import Ledger, example_prices_path
 from spanledger.providers.fallback import awith_fallback, with_fallback
 
@@ -111,7 +111,8 @@ def test_serving_a_fallback_outcome(priced: Recorder, providers: Providers) -> N
     assert outcome.status == "degraded"
     assert [a.status for a in outcome.attempts] == ["timeout", "ok"]
     assert frames == expected_frames("rerank", [r.index for r in outcome.results])
-    assert [type(e) for e in report.events] == [RerankFailedEvent, RerankEvent]
+    kinds: list[type[Event]] = [RerankFailedEvent, RerankEvent]
+    assert [type(e) for e in report.events] == kinds
     statuses = report.by_status()
     assert set(statuses) == {"estimated", "priced"}
     assert statuses["estimated"][0] == 1

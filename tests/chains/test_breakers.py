@@ -341,6 +341,7 @@ def _held_while_forking(lock: Any, work: Callable[[], object]) -> int | None:
     holder = threading.Thread(target=hold)
     holder.start()
     assert taken.wait(5)
+
     def checked() -> None:
         if work() != 0:  # ``timed`` keeps no return value: a failed check exits RAISED
             raise RuntimeError("the child's check failed")

@@ -95,7 +95,9 @@ def test_every_attempt_is_an_event_on_the_chain_span(
     chain_spans: dict[str, dict[str, Any]],
 ) -> None:
     events = chain_spans["rerank_chain"]["events"]
-    attempts = [event["attributes"] for event in events if event["name"] == "spanledger.chain.attempt"]
+    attempts = [
+        event["attributes"] for event in events if event["name"] == "spanledger.chain.attempt"
+    ]
     assert [(a["spanledger.attempt"], a["spanledger.attempt.status"]) for a in attempts] == [
         (1, "failed"),
         (2, "ok"),

@@ -12,7 +12,7 @@ import pytest
 
 from spanledger import Recorder, RerankUsage
 from spanledger.costs import CostCode, CostLine, CostStatus
-from spanledger.events import RerankEvent, RerankFailedEvent
+from spanledger.events import Event, RerankEvent, RerankFailedEvent
 from spanledger.ledger import outcome_spend, price_outcome
 from spanledger.providers import CohereReranker, JinaReranker, RerankProvider, TEIReranker
 from spanledger.providers.fallback import (
@@ -150,7 +150,8 @@ def test_a_later_step_answering_is_degraded(chain: Chain) -> None:
     assert third.usage.input_tokens > 0
     assert all(a.duration_ms is not None for a in outcome.attempts)
     events = chain.sink.events
-    assert [type(e) for e in events] == [RerankFailedEvent, RerankFailedEvent, RerankEvent]
+    kinds: list[type[Event]] = [RerankFailedEvent, RerankFailedEvent, RerankEvent]
+    assert [type(e) for e in events] == kinds
     assert [e.model for e in events] == ["fail-503", "fail-429", "jina-reranker-v2"]
 
 
@@ -341,7 +342,8 @@ async def test_async_later_step_answers_degraded(achain: Chain) -> None:
     assert outcome.status == "degraded"
     assert outcome.answered_by == 1
     assert [a.status for a in outcome.attempts] == ["failed", "ok"]
-    assert [type(e) for e in achain.sink.events] == [RerankFailedEvent, RerankEvent]
+    kinds: list[type[Event]] = [RerankFailedEvent, RerankEvent]
+    assert [type(e) for e in achain.sink.events] == kinds
 
 
 async def test_async_step_running_at_the_deadline_is_cancelled(achain: Chain) -> None:
