@@ -202,9 +202,10 @@ def test_a_child_never_exports_what_its_parent_had_queued(
         return OK
 
     assert outcome(fork(child)) == OK
-    assert otlp.spans == []  # the child sent nothing of the parent's
-    assert langfuse.spans == []
     pipelines.recorder.shutdown()
+    # Each of the parent's spans arrives exactly once: had the child sent what the parent had
+    # queued, it would arrive twice. (The parent's own export may run while the child does, so
+    # an empty receiver right after the child is no proof either way.)
     assert otel_call_ids(otlp.spans) == Counter(f"parent-{n}" for n in range(50))
     assert langfuse_call_ids(langfuse.spans) == Counter(f"parent-{n}" for n in range(50))
 
