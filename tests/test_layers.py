@@ -1,6 +1,6 @@
-"""Import structure: private modules stay inside their package, the top-level parts of
-spanledger import one another without cycles, and the layers contract in pyproject.toml
-(``lint-imports``) holds.
+"""Import structure: private modules stay inside their package, neither the top-level parts of
+spanledger nor any two of its modules import one another in a cycle, and the layers contract
+in pyproject.toml (``lint-imports``) holds.
 
 Each failure names the offending imports with their file line, so the fix is where it points.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grimp
@@ -106,15 +106,14 @@ def _strongly_connected(edges: dict[str, set[str]]) -> Iterator[list[str]]:
             yield from visit(node)
 
 
-def test_top_level_parts_import_one_another_without_cycles(graph: grimp.ImportGraph) -> None:
-    """Squash every module into its top-level part (``spanledger.ledger.pricing`` is
-    ``spanledger.ledger``; the root package is a part too, so importing ``spanledger`` from
-    inside is caught): the parts must form no cycle."""
+def _cycles(graph: grimp.ImportGraph, unit: Callable[[str], str]) -> list[str]:
+    """Every cycle among the units that ``unit`` squashes modules into, each with the imports
+    that close it (importer, imported and their lines): empty when there is none."""
     edges: dict[str, set[str]] = {}
     witnesses: dict[tuple[str, str], list[str]] = {}
     for importer in sorted(graph.modules):
         for imported in sorted(graph.find_modules_directly_imported_by(importer)):
-            source, target = _unit(importer), _unit(imported)
+            source, target = unit(importer), unit(imported)
             if source == target:
                 continue
             edges.setdefault(source, set()).add(target)
@@ -126,7 +125,23 @@ def test_top_level_parts_import_one_another_without_cycles(graph: grimp.ImportGr
         for source in members:
             for target in sorted(edges[source] & set(members)):
                 report.extend(f"  {witness}" for witness in witnesses[(source, target)])
+    return report
+
+
+def test_top_level_parts_import_one_another_without_cycles(graph: grimp.ImportGraph) -> None:
+    """Squash every module into its top-level part (``spanledger.ledger.pricing`` is
+    ``spanledger.ledger``; the root package is a part too, so importing ``spanledger`` from
+    inside is caught): the parts must form no cycle."""
+    report = _cycles(graph, _unit)
     assert not report, "import cycles between top-level parts:\n" + "\n".join(report)
+
+
+def test_modules_import_one_another_without_cycles(graph: grimp.ImportGraph) -> None:
+    """No module of spanledger, at any depth, imports itself back through others: a module
+    that builds another (a pipeline its exporter) hands it what it needs, rather than being
+    imported back by it."""
+    report = _cycles(graph, lambda module: module)
+    assert not report, "import cycles between modules:\n" + "\n".join(report)
 
 
 def test_the_import_contracts_in_pyproject_hold() -> None:

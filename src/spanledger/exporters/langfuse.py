@@ -49,16 +49,16 @@ from spanledger.exporters._payload import (
     json_text,
     payload_fields,
 )
+from spanledger.exporters._retried_attempts import MAX_ATTEMPT_EVENTS
 from spanledger.exporters._text import encodable
-from spanledger.exporters.otel import MAX_ATTEMPT_EVENTS
 from spanledger.outcomes import RerankOutcome
 from spanledger.recorder import current_scope
 
 if TYPE_CHECKING:
     from langfuse import Langfuse
 
+    from spanledger.exporters._owned_pipelines import OwnedLangfusePipeline
     from spanledger.exporters.delivery import DeliveryStats
-    from spanledger.exporters.pipelines import LangfusePipeline
 
 __all__ = ["LangfuseExporter", "attempt_summary", "observation_fields"]
 _TRACES_KEPT = 10_000
@@ -244,7 +244,7 @@ class LangfuseExporter:
         capture_payload: bool = False,
         payload_cap: int = DEFAULT_PAYLOAD_CAP,
         owns_client: bool = False,
-        pipeline: LangfusePipeline | None = None,
+        pipeline: OwnedLangfusePipeline | None = None,
     ) -> None:
         if payload_cap < MIN_PAYLOAD_CAP:
             raise ValueError(f"payload_cap must be at least {MIN_PAYLOAD_CAP} bytes")

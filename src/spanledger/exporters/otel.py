@@ -57,12 +57,13 @@ from spanledger.exporters._payload import (
     json_text,
     payload_fields,
 )
+from spanledger.exporters._retried_attempts import MAX_ATTEMPT_EVENTS
 from spanledger.exporters._text import encodable
 from spanledger.outcomes import RerankOutcome
 
 if TYPE_CHECKING:
+    from spanledger.exporters._owned_pipelines import OwnedOtelPipeline
     from spanledger.exporters.delivery import DeliveryStats
-    from spanledger.exporters.pipelines import OtelPipeline
 
 __all__ = [
     "ATTEMPT_EVENT",
@@ -96,8 +97,6 @@ ATTEMPT_EVENT = "spanledger.attempt"
 """The span event that records one retried attempt on its logical call's span."""
 MAX_PROBLEMS_SHOWN = 16
 """Attribution problems listed on a request's span; ``…problem_count`` says how many there were."""
-MAX_ATTEMPT_EVENTS = 32
-"""Retried attempts rendered per logical call; the rest are counted (their cost still sums)."""
 
 
 def latest_semconv_requested(environ: Mapping[str, str] | None = None) -> bool:
@@ -356,7 +355,7 @@ class OtelExporter:
         semconv_latest: bool | None = None,
         max_label_sets: int = DEFAULT_LABEL_SETS,
         owned: bool = False,
-        pipeline: OtelPipeline | None = None,
+        pipeline: OwnedOtelPipeline | None = None,
         request_spans: bool = True,
     ) -> None:
         if payload_cap < MIN_PAYLOAD_CAP:
