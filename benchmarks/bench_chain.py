@@ -27,8 +27,8 @@ import httpx
 import bench_instrument as bench
 import spanledger
 from bench_instrument import Batch, interleaved, ratio
+from spanledger.chains import BM25Step, Breakers, with_fallback
 from spanledger.providers import CohereReranker
-from spanledger.providers.fallback import BM25Step, Breakers, with_fallback
 from spanledger.testing import StandIn
 
 QUERY = "what pulls the tides"

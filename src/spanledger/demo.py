@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from spanledger.attribution import ServedFrame, request
+from spanledger.chains import with_fallback
 from spanledger.configuration import configure
 from spanledger.errors import ProviderError
 from spanledger.eventlog import read_events
@@ -41,7 +42,6 @@ from spanledger.providers import (
     VoyageEmbeddings,
     VoyageReranker,
 )
-from spanledger.providers.fallback import with_fallback
 from spanledger.recorder import Recorder, use
 from spanledger.reporting import run_report
 from spanledger.testing import StandIn

@@ -1,8 +1,8 @@
 """Records of a rerank fallback chain: each attempt, and what the chain produced.
 
-Plain data below both of their users: ``spanledger.providers.fallback`` runs chains and makes
-these records, ``spanledger.ledger.price_outcome`` prices them, exporters render them, and none
-of them imports another for it.
+Plain data below both of their users: ``spanledger.chains`` runs chains and makes these records,
+``spanledger.ledger.price_outcome`` prices them, exporters render them, and none of them imports
+another for it.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from spanledger.chains._contract import broken_rule
 from spanledger.events import ScoredDocument
-from spanledger.providers._contract import broken_rule
 from spanledger.providers.fallback import RerankOutcome, awith_fallback, with_fallback
 from spanledger.providers.steps import CallableStep, StepRanking
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spanledger.providers._contract import broken_rule
+from spanledger.chains._contract import broken_rule
 from spanledger.providers.fallback import (
     CancelToken,
     RerankOutcome,

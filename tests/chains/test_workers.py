@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from spanledger.providers import _bounded
+from spanledger.chains import _bounded
 from spanledger.providers.fallback import step, with_fallback
 from spanledger.providers.steps import CallableStep
 from tests.forking import fork, outcome, timed

@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 
 from spanledger._logs import get_logger
 from spanledger.breakers import Admission, Breakers, CircuitBreaker
+from spanledger.chains._contract import InvalidAnswer, broken_rule
+from spanledger.chains.steps import GateCheck, RerankStep, StepRanking, as_step
 from spanledger.errors import ErrorCategory, ProviderError
 from spanledger.estimates import ABANDONED_ERROR_TYPES, estimate_rerank_usage, may_have_billed
 from spanledger.events import RerankUsage, ScoredDocument, trusted_builder_of
 from spanledger.outcomes import AttemptStatus, FallbackAttempt, Reason, RerankOutcome
-from spanledger.providers._contract import InvalidAnswer, broken_rule
-from spanledger.providers.steps import GateCheck, RerankStep, StepRanking, as_step
 
 __all__ = [
     "Chain",

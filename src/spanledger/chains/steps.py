@@ -1,0 +1,391 @@
+"""The steps of a rerank chain: anything that ranks.
+
+- ``ProviderStep``: a remote reranker (any ``RerankProvider``);
+- ``CrossEncoderStep``: a local cross-encoder (anything with ``predict(pairs)``, such as
+  ``sentence_transformers.CrossEncoder``);
+- ``BM25Step``: lexical BM25 over the documents themselves (``rank-bm25``:
+  ``pip install 'spanledger[bm25]'``);
+- ``IdentityStep``: the input order, taken on purpose (recorded as a ``skipped`` attempt);
+- ``CallableStep``: your function ``(query, documents, top_k) -> results``.
+
+``as_step`` turns what a chain is given into a step (a provider, a cross-encoder, a function, or
+a step already); ``step(thing, gate=..., timeout=...)`` does the same with a gate or a deadline
+of its own. Local steps bill nothing (``billing="local"``); a ``CallableStep`` that calls a paid
+service says what it bills by and returns the usage it was charged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import ValidationError
+
+from spanledger.chains._bounded import arun_in_thread
+from spanledger.chains._contract import InvalidAnswer
+from spanledger.events import RerankResponse, RerankUsage, ScoredDocument, trusted_builder_of
+from spanledger.outcomes import FallbackAttempt, StepKind
+from spanledger.providers import RerankProvider
+from spanledger.recording.names import local_model_name
+
+__all__ = [
+    "BM25Step",
+    "CallableStep",
+    "CrossEncoderStep",
+    "Gate",
+    "GateCheck",
+    "IdentityStep",
+    "ProviderStep",
+    "RerankStep",
+    "StepRanking",
+    "as_step",
+    "step",
+]
+
+
+_scored = trusted_builder_of(ScoredDocument)
+"""Local steps make their results from finite floats they checked: no validation pass."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepRanking:
+    """A step's answer: the ranking, and the usage it was billed for (``None``: none
+    reported, or nothing billed)."""
+
+    results: list[ScoredDocument]
+    usage: RerankUsage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GateCheck:
+    """What a gate is shown before its step runs (no text of the request)."""
+
+    provider: str
+    model: str
+    kind: StepKind
+    document_count: int
+    top_k: int | None
+    attempts: tuple[FallbackAttempt, ...]
+    """The chain's attempts so far."""
+    remaining: float
+    """Seconds left of the chain's deadline."""
+
+
+Gate = Callable[[GateCheck], Any]
+"""Decides before a step runs: ``True`` runs it; ``False`` skips it (``gate_declined``) and a
+string skips it with that string as the reason. A gate may be a coroutine function in an async
+chain. One that raises skips its step (``gate_failed``); one that hangs is abandoned at the
+chain's deadline (``gate_timeout``)."""
+
+
+class RerankStep:
+    """A chain step: what it is, who it would bill, and how to run it.
+
+    ``gate`` and ``timeout`` (seconds, within the chain's deadline) are the step's own;
+    ``cooperative`` steps end within their budget by themselves (a remote call honours its
+    timeout; BM25 is bounded by its input), so a sync chain runs them on its own thread; others
+    run on a worker thread it can stop waiting for.
+    """
+
+    kind: ClassVar[StepKind]
+    cooperative: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        provider: str,
+        model: str,
+        *,
+        billing: str | None = "local",
+        gate: Gate | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.billing = billing
+        self.gate = gate
+        self.timeout = timeout
+
+    @property
+    def missing_key(self) -> str | None:
+        """The key variable a call would be refused for lacking (remote steps only)."""
+        return None
+
+    def rank(
+        self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
+    ) -> StepRanking:
+        raise NotImplementedError
+
+    async def arank(
+        self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
+    ) -> StepRanking:
+        """By default the sync ``rank`` on a worker thread, so a local model never blocks the
+        event loop, and one left running past its budget holds none of the loop's executor
+        threads (which the application's own ``to_thread`` calls and the loop's shutdown wait
+        for)."""
+        finished = await arun_in_thread(lambda: self.rank(query, documents, top_k, timeout), None)
+        if finished.error is not None:
+            raise finished.error
+        return finished.value  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.provider!r}, {self.model!r})"
+
+
+class ProviderStep(RerankStep):
+    """A remote reranker."""
+
+    kind = "provider"
+    cooperative = True
+
+    def __init__(
+        self,
+        reranker: RerankProvider,
+        *,
+        gate: Gate | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        super().__init__(
+            reranker.provider,
+            reranker.model,
+            billing=reranker.billing,
+            gate=gate,
+            timeout=timeout,
+        )
+        self.reranker = reranker
+
+    @property
+    def missing_key(self) -> str | None:
+        return self.reranker.missing_key
+
+    def rank(
+        self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
+    ) -> StepRanking:
+        answer = self.reranker.rerank(query, documents, top_k=top_k, timeout=timeout)
+        return StepRanking(list(answer.results), answer.usage)
+
+    async def arank(
+        self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
+    ) -> StepRanking:
+        answer = await self.reranker.arerank(query, documents, top_k=top_k, timeout=timeout)
+        return StepRanking(list(answer.results), answer.usage)
+
+
+def ranked_by_scores(scores: Sequence[float], top_k: int | None) -> list[ScoredDocument]:
+    """Documents by score, highest first, ties in input order, cut at ``top_k``;
+    ``InvalidAnswer`` when a score is not a finite number."""
+    if not all(map(math.isfinite, scores)):
+        raise InvalidAnswer("a score is not a finite number")
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    if top_k is not None:
+        order = order[:top_k]
+    return [_scored({"index": i, "relevance_score": scores[i]}) for i in order]
+
+
+class CrossEncoderStep(RerankStep):
+    """A local cross-encoder: ``model.predict([(query, document), ...])`` scores each pair."""
+
+    kind = "cross_encoder"
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        name: str | None = None,
+        provider: str = "sentence_transformers",
+        batch_size: int | None = None,
+        gate: Gate | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        if not callable(getattr(model, "predict", None)):
+            raise TypeError(
+                f"CrossEncoderStep needs a model with predict(pairs), not {type(model).__name__}"
+            )
+        super().__init__(provider, name or local_model_name(model), gate=gate, timeout=timeout)
+        self.cross_encoder = model
+        self.batch_size = batch_size
+
+    def rank(
+        self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
+    ) -> StepRanking:
+        options = {} if self.batch_size is None else {"batch_size": self.batch_size}
+        raw = self.cross_encoder.predict([(query, d) for d in documents], **options)
+        scores = [float(score) for score in raw]
+        if len(scores) != len(documents):
+            raise ValueError(f"{len(scores)} scores for {len(documents)} documents")
+        return StepRanking(ranked_by_scores(scores, top_k))
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def _terms(text: str) -> list[str]:
+    return _WORDS.findall(text.lower())
+
+
+class BM25Step(RerankStep):
+    """BM25 (Okapi) over the documents given, from ``rank-bm25``; words are lower-cased
+    ``\\w+`` runs. Needs ``pip install 'spanledger[bm25]'``."""
+
+    kind = "bm25"
+    cooperative = True
+
+    def __init__(
+        self,
+        *,
+        k1: float = 1.5,
+        b: float = 0.75,
+        gate: Gate | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        try:
+            from rank_bm25 import BM25Okapi
+        except ImportError as missing:
+            raise ImportError(
+                "BM25Step needs rank-bm25: pip install 'spanledger[bm25]'"
+            ) from missing
+        super().__init__("rank_bm25", "bm25okapi", gate=gate, timeout=timeout)
+        self._okapi = BM25Okapi
+        self.k1, self.b = k1, b
+
+    def rank(
+        self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
+    ) -> StepRanking:
+        corpus = [_terms(document) for document in documents]
+        if not any(corpus):  # nothing to score: every document ties at zero
+            return StepRanking(ranked_by_scores([0.0] * len(documents), top_k))
+        scores = self._okapi(corpus, k1=self.k1, b=self.b).get_scores(_terms(query))
+        return StepRanking(ranked_by_scores([float(score) for score in scores], top_k))
+
+
+class IdentityStep(RerankStep):
+    """The input order, on purpose: a chain that reaches it keeps the documents as given
+    (scores 0.0) and records the step as ``skipped`` with the reason ``identity``."""
+
+    kind = "identity"
+
+    def __init__(self) -> None:
+        super().__init__("local", "identity")
+
+    def rank(
+        self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
+    ) -> StepRanking:
+        size = len(documents) if top_k is None else min(top_k, len(documents))
+        return StepRanking([ScoredDocument(index=i, relevance_score=0.0) for i in range(size)])
+
+
+RankFunction = Callable[[str, Sequence[str], int | None], Any]
+
+
+class CallableStep(RerankStep):
+    """Your function (sync or ``async``) ``(query, documents, top_k)``, returning a
+    ``RerankResponse``, ``StepRanking``, or a list of ``ScoredDocument`` or ``(index, score)``
+    pairs, best first. ``billing`` says what it bills by when it calls a paid service (return
+    the usage in a ``StepRanking`` or ``RerankResponse``); by default it is local: nothing
+    billed."""
+
+    kind = "callable"
+
+    def __init__(
+        self,
+        function: RankFunction,
+        *,
+        name: str | None = None,
+        provider: str = "local",
+        billing: str | None = "local",
+        gate: Gate | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        if not callable(function):
+            raise TypeError(f"CallableStep needs a function, not {type(function).__name__}")
+        label = name or getattr(function, "__qualname__", None) or type(function).__name__
+        super().__init__(provider, str(label), billing=billing, gate=gate, timeout=timeout)
+        self.function = function
+        self.is_async = inspect.iscoroutinefunction(function)
+
+    def rank(
+        self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
+    ) -> StepRanking:
+        answer = self.function(query, documents, top_k)
+        if inspect.isawaitable(answer):
+            answer = asyncio.run(_awaited(answer))
+        return _as_ranked(answer)
+
+    async def arank(
+        self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
+    ) -> StepRanking:
+        if self.is_async:
+            return _as_ranked(await self.function(query, documents, top_k))
+        return await super().arank(query, documents, top_k, timeout)
+
+
+async def _awaited(answer: Awaitable[Any]) -> Any:
+    return await answer
+
+
+def _as_ranked(answer: object) -> StepRanking:
+    """A function's answer as a ``StepRanking``; ``InvalidAnswer`` when it is no ranking at all."""
+    try:
+        return _ranked(answer)
+    except ValidationError as refused:
+        raise InvalidAnswer("a ranking item is not an index in range with a finite score") from (
+            refused
+        )
+
+
+def _ranked(answer: object) -> StepRanking:
+    if isinstance(answer, StepRanking):
+        return answer
+    if isinstance(answer, RerankResponse):
+        return StepRanking(list(answer.results), answer.usage)
+    if isinstance(answer, list | tuple):
+        results: list[ScoredDocument] = []
+        for item in answer:
+            if isinstance(item, ScoredDocument):
+                results.append(item)
+            elif isinstance(item, tuple) and len(item) == 2:
+                results.append(ScoredDocument(index=item[0], relevance_score=float(item[1])))
+            else:
+                kind = type(item).__name__
+                raise InvalidAnswer(f"a ranking item must be (index, score), not a {kind}")
+        return StepRanking(results)
+    raise InvalidAnswer(f"a step must return a ranking, not a {type(answer).__name__}")
+
+
+def as_step(thing: object) -> RerankStep | None:
+    """``thing`` as a step (``None`` when it is nothing that ranks): a step as it is, a
+    ``RerankProvider``, a cross-encoder (has ``predict``), or a function."""
+    if isinstance(thing, RerankStep):
+        return thing
+    if isinstance(thing, RerankProvider):
+        return ProviderStep(thing)
+    if isinstance(thing, type):  # a class, even a model's class, is not a model
+        return None
+    if callable(getattr(thing, "predict", None)):
+        return CrossEncoderStep(thing)
+    if callable(thing):
+        return CallableStep(thing)
+    return None
+
+
+def step(thing: object, *, gate: Gate | None = None, timeout: float | None = None) -> RerankStep:
+    """``thing`` as a step with a gate and a deadline of its own (``timeout`` seconds, always
+    within what is left of the chain's)."""
+    made = as_step(thing)
+    if made is None:
+        raise TypeError(f"{type(thing).__name__} is not something that ranks")
+    if isinstance(thing, RerankStep):
+        made = _copy(made)
+    made.gate = gate if gate is not None else made.gate
+    made.timeout = timeout if timeout is not None else made.timeout
+    return made
+
+
+def _copy(original: RerankStep) -> RerankStep:
+    duplicate = object.__new__(type(original))
+    duplicate.__dict__.update(original.__dict__)
+    return duplicate
