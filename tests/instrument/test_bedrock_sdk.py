@@ -30,7 +30,8 @@ from spanledger import (
     RerankEvent,
     RerankFailedEvent,
 )
-from spanledger.instrumentation import bedrock_client, instrumented_sdks, is_instrumented
+from spanledger.instrumentation import instrumented_sdks, is_instrumented
+from spanledger.integrations.botocore import client as bedrock_client
 from spanledger.testing import (
     Reply,
     Route,

@@ -10,8 +10,9 @@ import pytest
 
 import spanledger
 from spanledger import EmbeddingEvent, EmbeddingFailedEvent, Event
-from spanledger.instrumentation._routes import checked_vendors, facts_for, recognise
+from spanledger.capture.vendors import checked_vendors, recognise
 from spanledger.recording.facts import EmbedFacts, RerankFacts
+from spanledger.recording.facts import request_facts as facts_for
 
 TITAN = {"inputText": "hello", "dimensions": 256}
 COHERE_EMBED = {"texts": ["a", "b"], "input_type": "search_document"}

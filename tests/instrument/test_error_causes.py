@@ -11,8 +11,8 @@ import requests
 import urllib3.exceptions
 
 from spanledger import ErrorCategory
+from spanledger.capture.failures import describe
 from spanledger.estimates import ABANDONED_ERROR_TYPES
-from spanledger.instrumentation._errors import describe
 
 
 def chained(outer: BaseException, inner: BaseException) -> BaseException:

@@ -24,8 +24,9 @@ from voyageai.local.model_registry import SUPPORTED_MODELS
 
 import spanledger
 from spanledger import EmbeddingFailedEvent, ErrorCategory, Recorder
+from spanledger.capture import sdk_calls as _capture
 from spanledger.exporters.otel import OtelExporter
-from spanledger.instrumentation import _capture, voyage_client
+from spanledger.integrations.voyageai import client as voyage_client
 from spanledger.recording import call as _recording
 from spanledger.testing import StandIn
 from tests.instrument.conftest import API_KEY, OP_IDS, OPS, TEXTS, Op, Tape, tokens
@@ -192,7 +193,7 @@ def test_a_client_collected_while_another_is_being_instrumented_does_not_deadloc
         import gc, weakref
         import httpx2, openai
         import spanledger
-        from spanledger.instrumentation import _hooks
+        from spanledger.capture import http_hooks as _hooks
 
         class CollectingOnWrite(weakref.WeakKeyDictionary):
             def __setitem__(self, key, value):

@@ -20,7 +20,7 @@ from voyageai.client_async import AsyncClient as AsyncVoyageClient
 import spanledger
 from spanledger import EmbeddingEvent, Recorder, RerankEvent
 from spanledger.instrumentation import instrumented_sdks, is_instrumented
-from spanledger.instrumentation._registry import _SUPPORT
+from spanledger.integrations import INTEGRATIONS
 from spanledger.testing import StandIn
 from tests.forking import fork, outcome, timed
 from tests.instrument.conftest import OP_IDS, OPS, TEXTS, Op, Tape
@@ -173,7 +173,7 @@ def test_switching_on_twice_changes_nothing(standin: StandIn, switched: None) ->
     state = class_state()
     spanledger.instrument()
     assert class_state() == state
-    assert set(instrumented_sdks()) == set(_SUPPORT)
+    assert set(instrumented_sdks()) == {integration.name for integration in INTEGRATIONS}
 
 
 def test_bad_names_are_refused_with_a_sentence() -> None:
@@ -210,7 +210,7 @@ def test_an_untested_sdk_version_is_refused_before_anything_changes(
 def test_a_client_the_switch_cannot_instrument_is_passed_through(
     standin: StandIn, switched: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from spanledger.instrumentation import cohere_client
+    from spanledger.integrations.cohere import client as cohere_client
 
     def broken(client: Any, installation: Any) -> None:
         raise RuntimeError("the SDK changed under us")
@@ -290,18 +290,18 @@ def test_the_switch_supports_exactly_the_versions_the_test_extras_pin() -> None:
     import tomllib
     from pathlib import Path
 
-    from spanledger.instrumentation._registry import _SUPPORT
+    from spanledger.integrations import INTEGRATIONS
 
     project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     extras = project["project"]["optional-dependencies"]
     pins: dict[str, set[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
-    distributions = {support.distribution for support in _SUPPORT.values()}
+    distributions = {integration.distribution for integration in INTEGRATIONS}
     for requirement in extras["dev"] + extras["older-sdks"]:
         found = re.fullmatch(r"([\w-]+)>=([\d.]+),<([\d.]+)", requirement)
         if found and found.group(1) in distributions:
             low, below = (tuple(map(int, v.split("."))) for v in found.group(2, 3))
             pins.setdefault(found.group(1), set()).add((low, below))
-    assert pins == {s.distribution: set(s.ranges) for s in _SUPPORT.values()}
+    assert pins == {i.distribution: set(i.tested) for i in INTEGRATIONS}
 
 
 def test_the_switch_skips_an_sdk_whose_parent_package_is_not_installed() -> None:

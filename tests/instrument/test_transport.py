@@ -435,7 +435,7 @@ def test_an_unknown_vendor_name_is_refused() -> None:
 def test_a_body_on_an_unknown_host_names_its_vendor(
     path: str, body: dict[str, Any], vendor: str
 ) -> None:
-    from spanledger.instrumentation._routes import recognise
+    from spanledger.capture.vendors import recognise
 
     endpoint = recognise(httpx.URL(f"http://gateway.internal{path}"), body, {})
     assert endpoint is not None

@@ -12,8 +12,8 @@ import pytest
 
 import spanledger
 from spanledger import Recorder
+from spanledger.capture.local import Library, LocalSpec, counting
 from spanledger.errors import ErrorCategory
-from spanledger.instrumentation._local import Library, LocalSpec, counting
 from spanledger.recording.facts import EmbedFacts, Figures
 from spanledger.recording.names import model_label
 

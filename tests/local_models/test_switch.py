@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import spanledger
+from spanledger.capture.imports import when_imported
 from spanledger.instrumentation import instrumented_sdks
-from spanledger.instrumentation._on_import import when_imported
 
 from .conftest import FLASHRANK_MODEL, Tape
 

@@ -2,13 +2,18 @@
 
 - ``spanledger.instrument(client)`` / ``uninstrument(client)``: the official ``openai``,
   ``cohere`` (v2) and ``voyageai`` clients, sync and async, one client at a time (a copy made
-  with ``client.with_options(...)`` is a new, uninstrumented client).
+  with ``client.with_options(...)`` is a new, uninstrumented client), and the other libraries
+  of ``spanledger.integrations``.
 - ``spanledger.instrument()`` / ``uninstrument()``: the process-wide switch, for clients a
   framework builds where you cannot reach them: every client of those SDKs records, made before
   the switch or after (copies too); ``instrument(sdks=["cohere"])`` names the SDKs.
 - ``transport()`` / ``async_transport()``: an httpx transport that records requests to the
   known vendors' embedding and rerank endpoints.
 - ``record_embedding(...)`` / ``record_rerank(...)``: a block around any other call.
+
+This package is the switch and the public API. What it records each library with is in
+``spanledger.integrations`` (one package per library, each declaring what the switch patches),
+built on the machinery of ``spanledger.capture``.
 
 Each HTTP request to a provider is one event through the current recorder, with the same
 guarantees as ``spanledger.providers``. A call the SDK retries is one event per attempt (a

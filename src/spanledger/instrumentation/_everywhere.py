@@ -17,18 +17,16 @@ through untouched and the reason logged by type: the switch never raises into a 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import importlib.util
-import re
 import threading
 import weakref
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial, wraps
-from typing import Any, Protocol
+from typing import Any
 
 from spanledger import _forksafe
-from spanledger.instrumentation._capture import (
+from spanledger.capture.declaration import ClassMethod, Integration, Undoable
+from spanledger.capture.sdk_calls import (
     RECORDING,
     MethodSpec,
     Switch,
@@ -37,55 +35,9 @@ from spanledger.instrumentation._capture import (
 )
 from spanledger.recording.call import logged
 
-__all__ = ["ClassMethod", "SdkSupport", "installed", "switch_off", "switch_on", "switched_on"]
+__all__ = ["installed", "switch_off", "switch_on", "switched_on"]
 
 _MISSING = object()
-
-
-@dataclass(frozen=True)
-class ClassMethod:
-    """One SDK method the switch replaces: ``module.owner.name``; ``client_of`` finds the
-    client an instance belongs to (the instance itself, or an OpenAI resource's client)."""
-
-    module: str
-    owner: str
-    name: str
-    is_async: bool
-    client_of: Callable[[Any], Any] = lambda instance: instance
-
-
-Versions = tuple[tuple[int, ...], tuple[int, ...]]
-"""A range of versions: ``lowest <= version < below``."""
-
-
-@dataclass(frozen=True)
-class SdkSupport:
-    """What the switch patches in one SDK, and the version ranges the tests cover."""
-
-    distribution: str
-    ranges: tuple[Versions, ...]
-    methods: tuple[ClassMethod, ...]
-    creation: str | None = None
-    """A module whose ``hook(adopt)`` catches the SDK's clients as they are made, for an SDK
-    reached through per-client hooks rather than class patches (botocore); it returns what
-    undoes it, and each client it hands ``adopt`` is instrumented until the switch is off."""
-
-    def refusal(self) -> str | None:
-        """Why the installed version cannot be switched on, or ``None`` when it can."""
-        try:
-            installed = importlib.metadata.version(self.distribution)
-        except importlib.metadata.PackageNotFoundError:
-            return f"{self.distribution} is not installed"
-        found = _numbers(installed)
-        if any(lowest <= found < below for lowest, below in self.ranges):
-            return None
-        supported = ", or ".join(
-            f"{_dotted(lowest)} and later, below {_dotted(below)}" for lowest, below in self.ranges
-        )
-        return (
-            f"{self.distribution} {installed} is installed; spanledger.instrument() supports "
-            f"{supported}"
-        )
 
 
 class _Patch:
@@ -108,12 +60,6 @@ class _Patch:
             delattr(self.owner, self.name)
         else:
             setattr(self.owner, self.name, self.replaced)
-
-
-class Undoable(Protocol):
-    """A change the switch made (a class patch, a creation hook), taken back by ``undo``."""
-
-    def undo(self) -> None: ...
 
 
 class _State:
@@ -147,7 +93,7 @@ def installed(module: str) -> bool:
 
 
 def switch_on(
-    supports: dict[str, SdkSupport],
+    supports: Mapping[str, Integration],
     sdks: Iterable[str] | None,
     instrument: Callable[[Any], Any],
     is_instrumented: Callable[[Any], bool],
@@ -172,13 +118,13 @@ def switch_on(
         if refusals:
             raise RuntimeError("; ".join(refusals))
         for name in todo:
-            support = supports[name]
+            integration = supports[name]
             changes: list[Undoable] = [
-                _patch(method, instrument, is_instrumented) for method in support.methods
+                _patch(method, instrument, is_instrumented) for method in integration.methods
             ]
-            if support.creation is not None:
-                hook = importlib.import_module(support.creation).hook
-                changes.append(hook(partial(_adopt, name, instrument)))
+            creation = integration.creation_hook()
+            if creation is not None:
+                changes.append(creation.hook(partial(_adopt, name, instrument)))
             _state.on[name] = changes
 
 
@@ -290,13 +236,3 @@ def _take_over(instance: Any) -> dict[str, tuple[MethodSpec, Switch]]:
     attributes[_TAKEN] = taken
     _state.taken.add(instance)
     return taken
-
-
-def _numbers(version: str) -> tuple[int, ...]:
-    """The release numbers leading a version string (``"7.3.1rc2"``: ``(7, 3, 1)``)."""
-    release = re.match(r"\d+(?:\.\d+)*", version)
-    return tuple(int(part) for part in release.group().split(".")) if release else ()
-
-
-def _dotted(numbers: tuple[int, ...]) -> str:
-    return ".".join(map(str, numbers))

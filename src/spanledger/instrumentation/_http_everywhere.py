@@ -6,9 +6,9 @@ This reaches what no SDK switch can: a library that talks to a vendor with its o
 session (Jina through LangChain-community and LlamaIndex) or a fresh ``httpx.Client`` per call
 (Haystack's Jina components, LiteLLM's handlers). A request is looked at only when it is a POST
 to an embedding or rerank route, and recorded only when its URL and body are a vendor's (see
-``_routes``); every other request goes to the original method untouched. A request made inside
-a call already being recorded (an instrumented SDK, a recording transport) is passed through,
-so each call is recorded once.
+``spanledger.capture.vendors``); every other request goes to the original method untouched. A
+request made inside a call already being recorded (an instrumented SDK, a recording transport)
+is passed through, so each call is recorded once.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from spanledger import _forksafe
-from spanledger.instrumentation.transport import (
+from spanledger.capture.http import (
     asend_recorded,
     might_be_vendor_call,
     send_recorded,

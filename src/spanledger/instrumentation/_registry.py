@@ -1,279 +1,38 @@
-"""``instrument`` / ``uninstrument``: wrap a supported SDK client's methods, and undo it.
+"""``instrument`` / ``uninstrument``: one client, or the process-wide switch, and undoing either.
 
-What was changed is kept on the client itself, so a client that is dropped takes its record
-with it. Wrapping sets instance attributes and adds hooks to the SDK's own httpx client; the
-SDK's classes are never touched, except Voyage's requestor (see ``voyage_client``). Undoing
-takes each change back, and so does dropping the client, for what outlives it.
-
-A dropped client is released by the garbage collector, which can run in the middle of any code,
-including code that holds the very locks a release takes. So the collector only queues the
-release, and the queue is worked off by the next ``instrument`` or ``uninstrument``. The queue
-holds what it releases weakly: an httpx client that was dropped too is not kept alive by it.
+``instrument(client)`` hands the client to the integration whose library defined its class
+(``spanledger.integrations``), which records it through an ``Installation`` kept on the client
+itself: a client that is dropped takes its record with it. With no client, the switch turns on
+the integrations' class patches and creation hooks (``_everywhere``) and, with ``http=True``,
+the capture of other code's HTTP (``_http_everywhere``).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
 import threading
-import weakref
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, TypeVar, overload
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar, overload
 
 from spanledger import _forksafe
+from spanledger.capture.declaration import Integration
+from spanledger.capture.installation import Installation, run_released
+from spanledger.capture.vendors import checked_vendors
 from spanledger.instrumentation import _everywhere
-from spanledger.instrumentation._capture import MethodSpec, Switch, wrap_async, wrap_sync
-from spanledger.instrumentation._everywhere import ClassMethod, SdkSupport
-from spanledger.instrumentation._hooks import add_hooks, remove_hooks
 from spanledger.instrumentation._http_everywhere import (
     http_switched_on,
     switch_http_off,
     switch_http_on,
 )
-from spanledger.instrumentation._routes import checked_vendors
-from spanledger.recording.call import logged
+from spanledger.integrations import INTEGRATIONS
 
-__all__ = ["Installation", "instrument", "instrumented_sdks", "is_instrumented", "uninstrument"]
+__all__ = ["instrument", "instrumented_sdks", "is_instrumented", "uninstrument"]
 
 C = TypeVar("C")
 
 _RECORD = "_spanledger_instrumentation"
-
-
-def _mistral_client(resource: Any) -> Any:
-    """The ``Mistral`` client an ``Embeddings`` resource belongs to (the resource itself when
-    it was made on its own)."""
-    parent = getattr(resource, "parent_ref", None)
-    return parent if type(parent).__name__ == "Mistral" else resource
-
-
-_INTEGRATIONS = {
-    # the SDK's module (or a package of it: ``google.genai``), and the integration that wraps
-    # its clients
-    "openai": "spanledger.instrumentation.openai_client",
-    "cohere": "spanledger.instrumentation.cohere_client",
-    "voyageai": "spanledger.instrumentation.voyage_client",
-    "botocore": "spanledger.instrumentation.bedrock_client",
-    "google.genai": "spanledger.instrumentation.google_client",
-    "mistralai": "spanledger.instrumentation.mistral_client",
-    "ollama": "spanledger.instrumentation.ollama_client",
-    "vertexai": "spanledger.instrumentation.vertexai_model",
-    "sentence_transformers": "spanledger.instrumentation.sentence_transformers_model",
-    "flashrank": "spanledger.instrumentation.flashrank_ranker",
-}
-_SUPPORT = {
-    "openai": SdkSupport(
-        "openai",
-        (((3, 57), (4,)),),
-        (
-            ClassMethod(
-                "openai.resources.embeddings", "Embeddings", "create", False, lambda r: r._client
-            ),
-            ClassMethod(
-                "openai.resources.embeddings",
-                "AsyncEmbeddings",
-                "create",
-                True,
-                lambda r: r._client,
-            ),
-        ),
-    ),
-    "cohere": SdkSupport(
-        "cohere",
-        (((5, 21), (6,)), ((7, 3), (8,))),
-        (
-            ClassMethod("cohere", "ClientV2", "embed", False),
-            ClassMethod("cohere", "ClientV2", "rerank", False),
-            ClassMethod("cohere", "AsyncClientV2", "embed", True),
-            ClassMethod("cohere", "AsyncClientV2", "rerank", True),
-            ClassMethod("cohere", "Client", "embed", False),
-            ClassMethod("cohere", "Client", "rerank", False),
-            ClassMethod("cohere", "AsyncClient", "embed", True),
-            ClassMethod("cohere", "AsyncClient", "rerank", True),
-        ),
-    ),
-    "voyageai": SdkSupport(
-        "voyageai",
-        (((0, 5), (0, 6)),),
-        (
-            ClassMethod("voyageai.client", "Client", "embed", False),
-            ClassMethod("voyageai.client", "Client", "rerank", False),
-            ClassMethod("voyageai.client_async", "AsyncClient", "embed", True),
-            ClassMethod("voyageai.client_async", "AsyncClient", "rerank", True),
-        ),
-    ),
-    "botocore": SdkSupport(
-        "botocore",
-        (((1, 43), (2,)),),
-        (),
-        creation="spanledger.instrumentation._botocore_everywhere",
-    ),
-    "google.genai": SdkSupport(
-        "google-genai",
-        (((2, 30), (3,)),),
-        (
-            ClassMethod("google.genai.models", "Models", "embed_content", False),
-            ClassMethod("google.genai.models", "AsyncModels", "embed_content", True),
-        ),
-    ),
-    "mistralai": SdkSupport(
-        "mistralai",
-        (((3, 7), (4,)),),
-        (
-            ClassMethod(
-                "mistralai.client.embeddings", "Embeddings", "create", False, _mistral_client
-            ),
-            ClassMethod(
-                "mistralai.client.embeddings", "Embeddings", "create_async", True, _mistral_client
-            ),
-        ),
-    ),
-    "ollama": SdkSupport(
-        "ollama",
-        (((0, 6), (0, 7)),),
-        (
-            ClassMethod("ollama._client", "Client", "embed", False),
-            ClassMethod("ollama._client", "Client", "embeddings", False),
-            ClassMethod("ollama._client", "AsyncClient", "embed", True),
-            ClassMethod("ollama._client", "AsyncClient", "embeddings", True),
-        ),
-        creation="spanledger.instrumentation.ollama_client",  # re-binds ``ollama.embed``
-    ),
-    "vertexai": SdkSupport(
-        "google-cloud-aiplatform",
-        (((2, 7), (3,)),),
-        (
-            ClassMethod(
-                "vertexai.language_models._language_models",
-                "_TextEmbeddingModel",
-                "get_embeddings",
-                False,
-            ),
-            ClassMethod(
-                "vertexai.language_models._language_models",
-                "_TextEmbeddingModel",
-                "get_embeddings_async",
-                True,
-            ),
-        ),
-    ),
-    # in-process models: their classes are patched once the library is imported (not before)
-    "sentence_transformers": SdkSupport(
-        "sentence-transformers",
-        (((6, 2), (7,)),),
-        (),
-        creation="spanledger.instrumentation.sentence_transformers_model",
-    ),
-    "flashrank": SdkSupport(
-        "flashrank",
-        (((0, 2, 10), (0, 3)),),
-        (),
-        creation="spanledger.instrumentation.flashrank_ranker",
-    ),
-}
-"""What the process-wide switch patches per SDK, and the versions the tests cover."""
-
-_MISSING = object()
+_BY_NAME = {integration.name: integration for integration in INTEGRATIONS}
+_BY_PREFIX = sorted(INTEGRATIONS, key=lambda integration: len(integration.name), reverse=True)
 _lock = _forksafe.module_lock(globals(), "_lock", threading.RLock)
-_released: deque[tuple[Callable[..., Any], tuple[weakref.ref[Any], ...]]] = deque()
-
-
-def _release_later(release: Callable[..., Any], *targets: weakref.ref[Any]) -> None:
-    """Queue a release; run by the collector too, so it takes no lock (``append`` is atomic)."""
-    _released.append((release, targets))
-
-
-def _run_released() -> None:
-    """Run the queued releases, oldest first. A release whose target was collected meanwhile
-    is skipped (what it would take back went with it); one that fails is logged."""
-    while True:
-        try:
-            release, targets = _released.popleft()
-        except IndexError:
-            return
-        args = [target() for target in targets]
-        if any(arg is None for arg in args):
-            continue
-        try:
-            release(*args)
-        except Exception as exc:
-            logged(exc)
-
-
-class Installation:
-    """The changes made to one client, and how to take each back. An integration sets
-    ``is_async`` before it wraps anything."""
-
-    def __init__(self, client: object) -> None:
-        self.switch = Switch()
-        self.is_async = False
-        self._client = weakref.ref(client)
-        self._patched: list[tuple[object, str, object, object]] = []
-        self._undo: list[Callable[[], Any]] = []
-
-    def wrap(self, owner: object, name: str, spec: MethodSpec) -> None:
-        """Shadow ``owner.name`` with a recorded version, as an instance attribute. A method
-        the instance takes from its class is looked up on the class at each call, so whatever
-        patches the class later (another instrumentation, the process-wide switch) still runs
-        under ours."""
-        original = getattr(owner, name)
-        if name not in vars(owner):
-            original = _from_class(owner, name, original)
-        if self.is_async:
-            wrapped: object = wrap_async(original, spec, self.switch)
-        else:
-            wrapped = wrap_sync(original, spec, self.switch)
-        self.replace(owner, name, wrapped)
-
-    def replace(self, owner: object, name: str, value: object) -> None:
-        """Set ``owner.name`` to ``value`` as an instance attribute, until ``undo``, which puts
-        back what the instance held (or nothing, when it took ``name`` from its class)."""
-        attributes = vars(owner)
-        self._patched.append((owner, name, value, attributes.get(name, _MISSING)))
-        attributes[name] = value
-
-    def hook(self, http_client: object) -> None:
-        """Report the attempts ``http_client`` makes, until ``undo`` or the client is dropped."""
-        add_hooks(http_client, is_async=self.is_async)
-        self.on_release(remove_hooks, http_client)
-
-    def on_release(self, release: Callable[..., Any], *args: object) -> None:
-        """Run ``release(*args)`` on ``uninstrument``, or once the client has been garbage
-        collected (at the next ``instrument`` or ``uninstrument``). ``args`` are held weakly."""
-        client = self._client()
-        if client is not None:
-            targets = tuple(weakref.ref(arg) for arg in args)
-            self._undo.append(weakref.finalize(client, _release_later, release, *targets))
-
-    def undo(self) -> None:
-        self.switch.on = False
-        for owner, name, value, held in reversed(self._patched):
-            attributes = vars(owner)
-            if attributes.get(name) is not value:
-                continue  # replaced again since: leave it
-            if held is _MISSING:
-                del attributes[name]
-            else:
-                attributes[name] = held
-        for release in reversed(self._undo):
-            release()
-        _run_released()
-
-
-def _from_class(owner: object, name: str, current: Callable[..., Any]) -> Callable[..., Any]:
-    """``owner.name`` as the class holds it at call time, bound to ``owner``."""
-    kind = type(owner)
-
-    @functools.wraps(current)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(kind, name).__get__(owner, kind)(*args, **kwargs)
-
-    return call
-
-
-class Integration(Protocol):
-    def install(self, client: Any, installation: Installation) -> None: ...
 
 
 @overload
@@ -321,7 +80,7 @@ def instrument(
     """
     if client is None:
         checked = checked_vendors(vendors)
-        _everywhere.switch_on(_SUPPORT, sdks, instrument, is_instrumented)
+        _everywhere.switch_on(_BY_NAME, sdks, instrument, is_instrumented)
         if http:
             switch_http_on(checked)
         elif vendors is not None:
@@ -332,13 +91,13 @@ def instrument(
             "sdks, http and vendors are for the process-wide switch: pass no client with them"
         )
     with _lock:
-        _run_released()
+        run_released()
         if is_instrumented(client):
             return client
-        integration = _integration(client)
-        installation = Installation(client)
+        installer = _integration(client).installer()
+        installation = Installation(client, instrument, uninstrument)
         try:
-            integration.install(client, installation)
+            installer.install(client, installation)
         except BaseException:
             installation.undo()
             raise
@@ -362,7 +121,7 @@ def uninstrument(client: Any = None) -> Any:
         installation = vars(client).pop(_RECORD, None) if hasattr(client, "__dict__") else None
         if isinstance(installation, Installation):
             installation.undo()
-        _run_released()
+        run_released()
     return client
 
 
@@ -378,17 +137,13 @@ def is_instrumented(client: object) -> bool:
 
 
 def _integration(client: object) -> Integration:
+    """The integration of the library whose class ``client`` is (or derives from)."""
     for klass in type(client).__mro__:
-        name = klass.__module__
-        for prefix in sorted(_INTEGRATIONS, key=len, reverse=True):
-            if name == prefix or name.startswith(prefix + "."):
-                module: Integration = importlib.import_module(_INTEGRATIONS[prefix])
-                return module
+        for integration in _BY_PREFIX:
+            if integration.covers(klass.__module__):
+                return integration
+    accepted = [integration.accepts for integration in INTEGRATIONS]
     raise TypeError(
-        "spanledger.instrument supports openai.OpenAI/AsyncOpenAI (Azure's too), "
-        "cohere.ClientV2/AsyncClientV2, cohere.Client/AsyncClient, voyageai.Client/AsyncClient, "
-        "boto3 bedrock-runtime and bedrock-agent-runtime clients, google.genai.Client, "
-        "mistralai Mistral, ollama.Client/AsyncClient, vertexai TextEmbeddingModel, "
-        "sentence_transformers SentenceTransformer/CrossEncoder and flashrank Ranker, "
+        f"spanledger.instrument supports {', '.join(accepted[:-1])} and {accepted[-1]}, "
         f"not {type(client).__qualname__}"
     )

@@ -31,9 +31,9 @@ import httpx
 
 from spanledger import figures
 from spanledger._logs import get_logger
+from spanledger.capture.failures import describe
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
 from spanledger.events import EmbeddingUsage, RerankUsage, ScoredDocument, UsageFigure
-from spanledger.instrumentation._errors import describe
 from spanledger.recorder import Recorder, get_recorder
 from spanledger.recording.call import Recording, logged
 from spanledger.recording.facts import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from spanledger.estimates import utf8_bytes as utf8_length
 from spanledger.events import (
@@ -20,7 +20,12 @@ from spanledger.events import (
     UsageFigure,
     UsageSource,
 )
+from spanledger.wire.endpoints import Endpoint
 from spanledger.wire.http import server_of
+from spanledger.wire.request import read_request
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "CallFacts",
@@ -32,6 +37,7 @@ __all__ = [
     "input_texts",
     "passed",
     "positive_int",
+    "request_facts",
     "rerank_facts",
     "server_of",
     "text_or_none",
@@ -222,4 +228,48 @@ def rerank_facts(
         server_address=server_address,
         server_port=server_port,
         billing=billing,
+    )
+
+
+def request_facts(endpoint: Endpoint, body: dict[str, Any], url: httpx.URL) -> CallFacts:
+    """A recognised request's facts: its JSON ``body`` sent to ``url``, read by ``endpoint``'s
+    declaration (the model from the route where the route names it), judged as every path
+    judges a caller's arguments."""
+    sent = read_request(endpoint, body, url)
+    model = sent.model or "unknown"
+    count, texts = input_texts(sent.items)
+    if endpoint.operation == "embeddings":
+        input_type = text_or_none(sent.input_type)
+        params: dict[str, Any] = {"input_type": input_type} if input_type else {}
+        if given(sent.dimensions):
+            params["dimensions"] = sent.dimensions
+        return EmbedFacts(
+            provider=endpoint.provider,
+            model=model,
+            input_count=count,
+            inputs=texts,
+            input_type=input_type,
+            request_params=params,
+            extras=sent.extras,
+            server_address=sent.server_address,
+            server_port=sent.server_port,
+            billing=endpoint.billing,
+            dtype=sent.vector_type,
+        )
+    query = sent.query if type(sent.query) is str else None
+    returns = sent.returns_documents
+    return RerankFacts(
+        provider=endpoint.provider,
+        model=model,
+        query_length=utf8_length(query) if query is not None else 0,
+        document_count=count,
+        query=query,
+        documents=texts,
+        top_k=positive_int(sent.top_k),
+        request_params={"return_documents": returns} if type(returns) is bool else {},
+        extras=sent.extras,
+        server_address=sent.server_address,
+        server_port=sent.server_port,
+        billing=endpoint.billing,
+        document_ids=sent.document_ids,
     )

@@ -8,11 +8,29 @@ missing or of the wrong shape reads as absent.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from spanledger.wire.endpoints import Endpoint, Vendor, bedrock_model
+import httpx
 
-__all__ = ["item_texts", "request_ids", "request_items", "request_model", "value_at"]
+from spanledger.wire.endpoints import Endpoint, VectorLayout, Vendor, bedrock_model
+from spanledger.wire.http import server_of
+from spanledger.wire.read import vector_type
+
+__all__ = [
+    "RequestRead",
+    "cohere_vector_type",
+    "item_texts",
+    "read_request",
+    "request_ids",
+    "request_items",
+    "request_model",
+    "request_path",
+    "value_at",
+]
+
+_BY_TYPE = (VectorLayout.BY_TYPE, VectorLayout.FLOATS_OR_BY_TYPE)
+_DTYPE_KEYS = ("output_dtype", "embedding_type", "encoding_format")
 
 
 def value_at(body: object, path: tuple[str, ...] | None) -> object:
@@ -72,3 +90,99 @@ def request_ids(endpoint: Endpoint, body: object) -> list[object] | None:
     if type(items) is not list:
         return None
     return [value_at(item, endpoint.result_ids_at) for item in items]
+
+
+def request_path(url: httpx.URL) -> str:
+    """The URL's path as sent (percent-encoding kept, so a Bedrock ARN stays one segment),
+    without a trailing slash."""
+    raw = url.raw_path.split(b"?", 1)[0]
+    return raw.decode("ascii", "replace").rstrip("/")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRead:
+    """Everything one request to a declared endpoint asked for, each value as it was sent
+    (judging the values is the recording core's business)."""
+
+    model: str | None
+    items: object
+    """The inputs (embeddings) or documents (rerank), as texts where the declaration says
+    where each item keeps its text."""
+    input_type: object
+    dimensions: object
+    query: object
+    top_k: object
+    returns_documents: object
+    document_ids: list[object] | None
+    extras: dict[str, Any]
+    vector_type: str | None
+    server_address: str | None
+    server_port: int | None
+
+
+def read_request(endpoint: Endpoint, body: dict[str, Any], url: httpx.URL) -> RequestRead:
+    """Read the request that ``body`` (its JSON) sent to ``url`` by ``endpoint``'s declaration:
+    the model from the route that names it, else from the body; every other value from where
+    the declaration says it is."""
+    items = request_items(endpoint, body)
+    if items is None and endpoint.operation == "embeddings" and endpoint.vendor is Vendor.COHERE:
+        items = body.get("inputs", body.get("images"))
+    returns_key = endpoint.return_documents_key
+    address, port = server_of(url)
+    return RequestRead(
+        model=request_model(endpoint, body, request_path(url)),
+        items=item_texts(endpoint, items),
+        input_type=value_at(body, endpoint.input_type_at),
+        dimensions=value_at(body, endpoint.dimensions_at),
+        query=value_at(body, endpoint.query_at),
+        top_k=value_at(body, endpoint.top_k_at),
+        returns_documents=body.get(returns_key) if returns_key else None,
+        document_ids=request_ids(endpoint, body),
+        extras=_extras(endpoint, body),
+        vector_type=_requested_type(endpoint, body),
+        server_address=address,
+        server_port=port,
+    )
+
+
+def _extras(endpoint: Endpoint, body: dict[str, Any]) -> dict[str, Any]:
+    """The body's top-level keys the declaration does not read (the caller's extras)."""
+    read = {
+        path[0]
+        for path in (
+            endpoint.items_at,
+            endpoint.request_model_at,
+            endpoint.input_type_at,
+            endpoint.dimensions_at,
+            endpoint.query_at,
+            endpoint.top_k_at,
+        )
+        if path
+    }
+    read.add("model")
+    if endpoint.operation == "embeddings":
+        read.update(("inputs", "images"))
+    if endpoint.return_documents_key:
+        read.add(endpoint.return_documents_key)
+    return {key: value for key, value in body.items() if key not in read}
+
+
+def _requested_type(endpoint: Endpoint, body: dict[str, Any]) -> str | None:
+    """The vector type the body asks for (Cohere: its first ``embedding_types``, float when
+    it asks for floats at all)."""
+    if endpoint.vectors in _BY_TYPE:
+        return cohere_vector_type(body.get("embedding_types"))
+    for key in _DTYPE_KEYS:
+        if key in body:
+            return vector_type(body[key])
+    return None
+
+
+def cohere_vector_type(embedding_types: object) -> str | None:
+    """The type read from a Cohere request's ``embedding_types``: float when asked for (or
+    nothing was said), else the first type asked for."""
+    if type(embedding_types) is not list or not embedding_types:
+        return None
+    if "float" in embedding_types:
+        return None
+    return vector_type(embedding_types[0])

@@ -27,9 +27,9 @@ from types import ModuleType
 from typing import Any
 
 from spanledger import _forksafe
+from spanledger.capture.imports import Waiting, when_imported
 from spanledger.errors import ErrorCategory, ProviderError
 from spanledger.events import EmbeddingUsage, RerankUsage
-from spanledger.instrumentation._on_import import Waiting, when_imported
 from spanledger.recorder import Recorder, get_recorder
 from spanledger.recording.call import Recording, ended_by, logged
 from spanledger.recording.facts import EmbedFacts, Figures, RerankFacts

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, ParamSpec, TypeVar
 
+from spanledger.capture.failures import describe
 from spanledger.errors import ErrorCategory, ProviderError, error_for_status
-from spanledger.instrumentation._errors import describe
 from spanledger.recorder import Recorder, get_recorder
 from spanledger.recording.call import Recording, logged
 from spanledger.recording.facts import CallFacts, Figures

@@ -19,7 +19,7 @@ from typing import Any
 
 from botocore.client import ClientCreator  # type: ignore[import-untyped]
 
-from spanledger.instrumentation.bedrock_client import serves
+from spanledger.integrations.botocore.client import serves
 from spanledger.recording.call import logged
 
 __all__ = ["CreationHook", "hook"]

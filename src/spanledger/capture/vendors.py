@@ -1,4 +1,4 @@
-"""Recognise a vendor's embedding or rerank request in plain httpx traffic, and read its facts.
+"""Recognise a vendor's embedding or rerank request among plain HTTP traffic.
 
 The vendor is taken, in order, from the caller's ``vendors`` map (a host, or a URL prefix), the
 vendor's public API hosts (or Ollama's port), a route only one vendor serves (Bedrock's
@@ -8,7 +8,8 @@ is Cohere's v1 and with ``inputs`` TEI), the model's name (``voyage-…``, ``jin
 ``mistral-embed``), and finally the body's shape (Voyage's ``input_type`` / ``top_k``, Cohere's
 rerank models and keys, Jina's ``task`` / ``top_n``; other ``/embeddings`` requests are the
 OpenAI-compatible wire). Where several endpoints share a route (Bedrock's models), the body's
-keys choose. Which keys carry what is each endpoint's declaration in ``spanledger.wire``.
+keys choose. Which keys carry what is each endpoint's declaration in ``spanledger.wire``; the
+request's facts are read by ``spanledger.recording.facts.request_facts``.
 """
 
 from __future__ import annotations
@@ -19,35 +20,16 @@ from typing import Any
 
 import httpx
 
-from spanledger.recording.facts import (
-    CallFacts,
-    EmbedFacts,
-    RerankFacts,
-    given,
-    input_texts,
-    positive_int,
-    text_or_none,
-    utf8_length,
-)
 from spanledger.wire.endpoints import (
     ALL_ENDPOINTS,
     COHERE_V1_EMBEDDINGS,
     IN_PROCESS_VENDORS,
     Endpoint,
-    VectorLayout,
     Vendor,
 )
-from spanledger.wire.http import server_of
-from spanledger.wire.read import vector_type
-from spanledger.wire.request import (
-    item_texts,
-    request_ids,
-    request_items,
-    request_model,
-    value_at,
-)
+from spanledger.wire.request import request_model, request_path, value_at
 
-__all__ = ["ROUTE_ENDINGS", "checked_vendors", "facts_for", "recognise", "request_path"]
+__all__ = ["ROUTE_ENDINGS", "checked_vendors", "recognise"]
 
 _DISTINCT = tuple(
     endpoint
@@ -77,7 +59,6 @@ _MODEL_PREFIXES = tuple(
 )
 _HOSTING = frozenset({Vendor.AZURE})
 """Clouds whose hosts also serve other vendors' wires (Cohere's rerank on Azure AI Foundry)."""
-_BY_TYPE = (VectorLayout.BY_TYPE, VectorLayout.FLOATS_OR_BY_TYPE)
 ROUTE_ENDINGS = (
     "/embeddings",
     "/embed",
@@ -91,7 +72,6 @@ ROUTE_ENDINGS = (
 """How the path of every recognised route ends: the cheap first test for plain traffic."""
 _VOYAGE_EMBED_KEYS = frozenset({"input_type", "output_dimension", "output_dtype", "truncation"})
 _JINA_EMBED_KEYS = frozenset({"task", "late_chunking", "embedding_type", "truncate"})
-_DTYPE_KEYS = ("output_dtype", "embedding_type", "encoding_format")
 _COHERE_RERANK_KEYS = frozenset({"rank_fields", "max_chunks_per_doc", "max_tokens_per_doc"})
 _COHERE_RERANK_MODEL = re.compile(r"rerank-(?:english|multilingual|v\d)", re.IGNORECASE)
 """Cohere's rerank model names (``rerank-v3.5``, ``rerank-english-v3.0``, Azure AI Foundry's
@@ -106,13 +86,6 @@ def checked_vendors(vendors: Mapping[str, str] | None) -> dict[str, Vendor]:
     if unknown:
         raise ValueError(f"unknown vendor names {unknown}; known: {known}")
     return {key: Vendor(name) for key, name in declared.items()}
-
-
-def request_path(url: httpx.URL) -> str:
-    """The URL's path as sent (percent-encoding kept, so a Bedrock ARN stays one segment),
-    without a trailing slash."""
-    raw = url.raw_path.split(b"?", 1)[0]
-    return raw.decode("ascii", "replace").rstrip("/")
 
 
 def recognise(
@@ -228,96 +201,3 @@ def _guess(path: str, suffix: str, body: dict[str, Any]) -> Vendor | None:
             return Vendor.JINA
         return Vendor.VOYAGE
     return None
-
-
-def facts_for(endpoint: Endpoint, body: dict[str, Any], url: httpx.URL) -> CallFacts:
-    """What the request asked for, read from its JSON body (and, for a route that names the
-    model, its URL) by the endpoint's declaration."""
-    model = request_model(endpoint, body, request_path(url)) or "unknown"
-    address, port = server_of(url)
-    items = request_items(endpoint, body)
-    if endpoint.operation == "embeddings":
-        if items is None and endpoint.vendor is Vendor.COHERE:
-            items = body.get("inputs", body.get("images"))
-        count, texts = input_texts(item_texts(endpoint, items))
-        input_type = text_or_none(value_at(body, endpoint.input_type_at))
-        params: dict[str, Any] = {"input_type": input_type} if input_type else {}
-        dimensions = value_at(body, endpoint.dimensions_at)
-        if given(dimensions):
-            params["dimensions"] = dimensions
-        return EmbedFacts(
-            provider=endpoint.provider,
-            model=model,
-            input_count=count,
-            inputs=texts,
-            input_type=input_type,
-            request_params=params,
-            extras=_extras(endpoint, body),
-            server_address=address,
-            server_port=port,
-            billing=endpoint.billing,
-            dtype=_requested_type(endpoint, body),
-        )
-    count, documents = input_texts(item_texts(endpoint, items))
-    query = value_at(body, endpoint.query_at)
-    text = query if type(query) is str else None
-    returns_key = endpoint.return_documents_key
-    returns = body.get(returns_key) if returns_key else None
-    return RerankFacts(
-        provider=endpoint.provider,
-        model=model,
-        query_length=utf8_length(text) if text is not None else 0,
-        document_count=count,
-        query=text,
-        documents=documents,
-        top_k=positive_int(value_at(body, endpoint.top_k_at)),
-        request_params={"return_documents": returns} if type(returns) is bool else {},
-        extras=_extras(endpoint, body),
-        server_address=address,
-        server_port=port,
-        billing=endpoint.billing,
-        document_ids=request_ids(endpoint, body),
-    )
-
-
-def _extras(endpoint: Endpoint, body: dict[str, Any]) -> dict[str, Any]:
-    """The body's top-level keys the declaration does not read (the caller's extras)."""
-    read = {
-        path[0]
-        for path in (
-            endpoint.items_at,
-            endpoint.request_model_at,
-            endpoint.input_type_at,
-            endpoint.dimensions_at,
-            endpoint.query_at,
-            endpoint.top_k_at,
-        )
-        if path
-    }
-    read.add("model")
-    if endpoint.operation == "embeddings":
-        read.update(("inputs", "images"))
-    if endpoint.return_documents_key:
-        read.add(endpoint.return_documents_key)
-    return {key: value for key, value in body.items() if key not in read}
-
-
-def _requested_type(endpoint: Endpoint, body: dict[str, Any]) -> str | None:
-    """The vector type the body asks for (Cohere: its first ``embedding_types``, float when
-    it asks for floats at all)."""
-    if endpoint.vectors in _BY_TYPE:
-        return cohere_vector_type(body.get("embedding_types"))
-    for key in _DTYPE_KEYS:
-        if key in body:
-            return vector_type(body[key])
-    return None
-
-
-def cohere_vector_type(embedding_types: object) -> str | None:
-    """The type read from a Cohere body: float when asked for (or nothing was said), else the
-    first type asked for."""
-    if not given(embedding_types) or type(embedding_types) is not list or not embedding_types:
-        return None
-    if "float" in embedding_types:
-        return None
-    return vector_type(embedding_types[0])

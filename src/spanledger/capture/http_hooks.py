@@ -15,7 +15,7 @@ import weakref
 from typing import Any
 
 from spanledger import _forksafe
-from spanledger.instrumentation._capture import SdkCall, current_call
+from spanledger.capture.sdk_calls import SdkCall, current_call
 from spanledger.recording.call import logged
 
 __all__ = ["add_hooks", "remove_hooks"]
