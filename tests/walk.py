@@ -119,7 +119,7 @@ def transport_request_walk() -> tuple[Walk, Walk]:
 
     import spanledger
 
-    transport_module = importlib.import_module("spanledger.instrumentation.transport")
+    transport_module = importlib.import_module("spanledger.capture.http")
 
     body = (
         b'{"id":"r1","results":[{"index":1,"relevance_score":0.9},'
