@@ -14,22 +14,17 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from spanledger.exporters import _attribute_names as names
 from spanledger.exporters._text import encodable
 from spanledger.outcomes import FallbackAttempt, RerankOutcome
 
 __all__ = [
-    "CHAIN_ATTEMPT_EVENT",
-    "CHAIN_SPAN",
     "ChainHandle",
     "attempt_event_attributes",
     "end_chain_span",
     "outcome_attributes",
     "start_chain_span",
 ]
-
-CHAIN_SPAN = "rerank_chain"
-CHAIN_ATTEMPT_EVENT = "spanledger.chain.attempt"
-"""The span event of one attempt of a chain, at the moment the attempt ended."""
 
 ChainHandle = tuple[Span, object]
 
@@ -39,14 +34,14 @@ def start_chain_span(
 ) -> ChainHandle:
     """Open the chain's span and make it current for the steps that follow."""
     attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "rerank",
-        "openinference.span.kind": "CHAIN",
+        names.GEN_AI_OPERATION_NAME: "rerank",
+        names.OPENINFERENCE_SPAN_KIND: "CHAIN",
     }
     if document_count is not None:
-        attributes["spanledger.rerank.document_count"] = document_count
+        attributes[names.RERANK_DOCUMENT_COUNT] = document_count
     if top_k is not None:
-        attributes["gen_ai.request.top_k"] = top_k
-    span = tracer.start_span(CHAIN_SPAN, kind=SpanKind.INTERNAL, attributes=attributes)
+        attributes[names.GEN_AI_REQUEST_TOP_K] = top_k
+    span = tracer.start_span(names.CHAIN_SPAN, kind=SpanKind.INTERNAL, attributes=attributes)
     return span, otel_context.attach(trace.set_span_in_context(span))
 
 
@@ -56,7 +51,7 @@ def end_chain_span(handle: ChainHandle, outcome: RerankOutcome) -> None:
     try:
         for number, attempt in enumerate(outcome.attempts, 1):
             span.add_event(
-                CHAIN_ATTEMPT_EVENT,
+                names.CHAIN_ATTEMPT_EVENT,
                 attempt_event_attributes(number, attempt),
                 timestamp=_ended_ns(attempt),
             )
@@ -73,47 +68,47 @@ def end_chain_span(handle: ChainHandle, outcome: RerankOutcome) -> None:
 def outcome_attributes(outcome: RerankOutcome) -> dict[str, Any]:
     """The chain span's closing attributes."""
     attributes: dict[str, Any] = {
-        "spanledger.chain.status": outcome.status,
-        "spanledger.chain.attempts": len(outcome.attempts),
-        "spanledger.rerank.result_count": len(outcome.results),
+        names.CHAIN_STATUS: outcome.status,
+        names.CHAIN_ATTEMPTS: len(outcome.attempts),
+        names.RERANK_RESULT_COUNT: len(outcome.results),
     }
     if outcome.reason:
-        attributes["spanledger.chain.reason"] = encodable(outcome.reason)
+        attributes[names.CHAIN_REASON] = encodable(outcome.reason)
     if outcome.answered_by is not None:
         answered = outcome.attempts[outcome.answered_by]
-        attributes["spanledger.chain.answered_by"] = outcome.answered_by + 1
-        attributes["gen_ai.provider.name"] = encodable(answered.provider)
-        attributes["gen_ai.request.model"] = encodable(answered.model)
+        attributes[names.CHAIN_ANSWERED_BY] = outcome.answered_by + 1
+        attributes[names.GEN_AI_PROVIDER_NAME] = encodable(answered.provider)
+        attributes[names.GEN_AI_REQUEST_MODEL] = encodable(answered.model)
     if outcome.callback_failures:
-        attributes["spanledger.chain.callback_failures"] = outcome.callback_failures
+        attributes[names.CHAIN_CALLBACK_FAILURES] = outcome.callback_failures
     breakers = [a.breaker_state for a in outcome.attempts if a.breaker_state is not None]
     if breakers:
-        attributes["spanledger.breaker.states"] = breakers
+        attributes[names.BREAKER_STATES] = breakers
     return attributes
 
 
 def attempt_event_attributes(number: int, attempt: FallbackAttempt) -> dict[str, Any]:
     """One attempt: who, what kind, how it ended and why, what it was billed."""
     attributes: dict[str, Any] = {
-        "spanledger.attempt": number,
-        "gen_ai.provider.name": encodable(attempt.provider),
-        "gen_ai.request.model": encodable(attempt.model),
-        "spanledger.attempt.kind": attempt.kind,
-        "spanledger.attempt.status": attempt.status,
+        names.ATTEMPT_NUMBER: number,
+        names.GEN_AI_PROVIDER_NAME: encodable(attempt.provider),
+        names.GEN_AI_REQUEST_MODEL: encodable(attempt.model),
+        names.ATTEMPT_KIND: attempt.kind,
+        names.ATTEMPT_STATUS: attempt.status,
     }
     optional: dict[str, Any] = {
-        "spanledger.attempt.reason": attempt.reason,
-        "spanledger.attempt.detail": attempt.detail,
-        "spanledger.attempt.duration_ms": attempt.duration_ms,
-        "spanledger.billing": attempt.billing,
-        "spanledger.breaker.state": attempt.breaker_state,
-        "error.type": attempt.error_category.value if attempt.error_category else None,
+        names.ATTEMPT_REASON: attempt.reason,
+        names.ATTEMPT_DETAIL: attempt.detail,
+        names.ATTEMPT_DURATION_MS: attempt.duration_ms,
+        names.BILLING: attempt.billing,
+        names.BREAKER_STATE: attempt.breaker_state,
+        names.ERROR_TYPE: attempt.error_category.value if attempt.error_category else None,
     }
     usage = attempt.usage
     if usage is not None:
-        optional["gen_ai.usage.input_tokens"] = usage.input_tokens
-        optional["spanledger.usage.search_units"] = usage.search_units
-        attributes["spanledger.usage.estimated"] = attempt.usage_estimated
+        optional[names.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
+        optional[names.USAGE_SEARCH_UNITS] = usage.search_units
+        attributes[names.USAGE_ESTIMATED] = attempt.usage_estimated
     for key, value in optional.items():
         if value is not None:
             attributes[key] = encodable(value) if isinstance(value, str) else value

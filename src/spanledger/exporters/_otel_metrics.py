@@ -50,6 +50,7 @@ from spanledger.events import (
     RerankFailedEvent,
     RerankUsage,
 )
+from spanledger.exporters import _attribute_names as names
 from spanledger.exporters._text import encodable
 
 __all__ = [
@@ -123,8 +124,8 @@ def _breaker_states(options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(
             STATE_VALUES[breaker.state],
             {
-                "gen_ai.provider.name": encodable(breaker.provider),
-                "gen_ai.request.model": encodable(breaker.model),
+                names.GEN_AI_PROVIDER_NAME: encodable(breaker.provider),
+                names.GEN_AI_REQUEST_MODEL: encodable(breaker.model),
             },
         )
 
@@ -293,7 +294,7 @@ class GenAIMetrics:
     def _chain_outcomes(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._chain_lock:
             totals = list(self._chain_totals.items())
-        return [Observation(count, {"spanledger.chain.status": status}) for status, count in totals]
+        return [Observation(count, {names.CHAIN_STATUS: status}) for status, count in totals]
 
     def take(self, event: Event, span: SpanContext | None) -> None:
         """Queue the call's figures; once the queue is full, record a few, unless a collection
@@ -374,14 +375,14 @@ class GenAIMetrics:
         if cached is None:
             operation = "embeddings" if embedding else "rerank"
             cached = {
-                "gen_ai.operation.name": operation,
-                "gen_ai.provider.name": provider,
-                "gen_ai.request.model": model,
+                names.GEN_AI_OPERATION_NAME: operation,
+                names.GEN_AI_PROVIDER_NAME: provider,
+                names.GEN_AI_REQUEST_MODEL: model,
             }
             if error is not None:
-                cached["error.type"] = error
+                cached[names.ERROR_TYPE] = error
             if tokens and not (self.latest and embedding):
-                cached["gen_ai.token.type"] = "input"
+                cached[names.GEN_AI_TOKEN_TYPE] = "input"
             if len(self._attribute_cache) < _ATTRIBUTE_SETS_KEPT:
                 self._attribute_cache[key] = cached
         return cached
@@ -444,9 +445,9 @@ class GenAIMetrics:
             self.malformed_usage.add(
                 1,
                 {
-                    "gen_ai.provider.name": provider,
-                    "gen_ai.request.model": model,
-                    "spanledger.usage.figure": figure,
+                    names.GEN_AI_PROVIDER_NAME: provider,
+                    names.GEN_AI_REQUEST_MODEL: model,
+                    names.USAGE_FIGURE: figure,
                 },
                 context,
             )
@@ -454,7 +455,7 @@ class GenAIMetrics:
     def _record_cost(
         self, provider: str, model: str, line: CostLine, context: Context | None
     ) -> None:
-        base = {"gen_ai.provider.name": provider, "gen_ai.request.model": model}
+        base = {names.GEN_AI_PROVIDER_NAME: provider, names.GEN_AI_REQUEST_MODEL: model}
         if line.status in CHARGED_STATUSES and line.amount is not None:
             amount = float(line.amount)
             if not self._measured(amount):
@@ -463,11 +464,11 @@ class GenAIMetrics:
                 amount,
                 {
                     **base,
-                    "spanledger.cost.currency": line.currency or "",
-                    "spanledger.cost.status": line.status.value,
+                    names.COST_CURRENCY: line.currency or "",
+                    names.COST_STATUS: line.status.value,
                 },
                 context,
             )
         elif line.status in NOT_PRICED_STATUSES:
             reason = line.code.value if line.code is not None else line.status.value
-            self.unpriced.add(1, {**base, "spanledger.cost.reason": reason}, context)
+            self.unpriced.add(1, {**base, names.COST_REASON: reason}, context)

@@ -42,6 +42,7 @@ from spanledger.events import (
     RerankEvent,
     RerankFailedEvent,
 )
+from spanledger.exporters import _attribute_names as names
 from spanledger.exporters._payload import (
     DEFAULT_PAYLOAD_CAP,
     MIN_PAYLOAD_CAP,
@@ -288,7 +289,7 @@ class LangfuseExporter:
         """Open the request's observation, under the span current now if there is one (an
         observation of yours, or the OTel exporter's request span: the trace is then one)."""
         observation = self.client.start_observation(
-            name="request",
+            name=names.REQUEST_SPAN,
             as_type="span",
             metadata={"request_id": encodable(request_id)},
         )
@@ -319,7 +320,7 @@ class LangfuseExporter:
         if top_k is not None:
             metadata["top_k"] = top_k
         observation = parent.start_observation(
-            name="rerank_chain", as_type="chain", metadata=metadata
+            name=names.CHAIN_SPAN, as_type="chain", metadata=metadata
         )
         return observation, _open_chain.set(observation)
 

@@ -38,6 +38,7 @@ from spanledger.events import (
     FailedEvent,
     RerankUsage,
 )
+from spanledger.exporters import _attribute_names as names
 from spanledger.exporters._chain_span import ChainHandle, end_chain_span, start_chain_span
 from spanledger.exporters._otel_metrics import (
     DEFAULT_LABEL_SETS,
@@ -87,13 +88,13 @@ _DEFAULT_TIMEOUT = 5.0
 _SDK_TIMEOUT_FLOOR = 0.1
 """Seconds given to an SDK flush whose deadline is spent (it raises on zero); not waited for."""
 _PAYLOAD_ATTRIBUTES = {
-    "inputs": "spanledger.embedding.inputs",
-    "query": "spanledger.rerank.query",
-    "documents": "spanledger.rerank.documents",
-    "results": "spanledger.rerank.results",
-    "request_extras": "spanledger.request.extras",
+    "inputs": names.EMBEDDING_INPUTS,
+    "query": names.RERANK_QUERY,
+    "documents": names.RERANK_DOCUMENTS,
+    "results": names.RERANK_RESULTS,
+    "request_extras": names.REQUEST_EXTRAS,
 }
-ATTEMPT_EVENT = "spanledger.attempt"
+ATTEMPT_EVENT = names.ATTEMPT_EVENT
 """The span event that records one retried attempt on its logical call's span."""
 MAX_PROBLEMS_SHOWN = 16
 """Attribution problems listed on a request's span; ``…problem_count`` says how many there were."""
@@ -128,17 +129,20 @@ _Opening = tuple[str, dict[str, Any]]
 
 _BACKEND_KINDS = {
     "embeddings": {
-        "openinference.span.kind": "EMBEDDING",
-        "langfuse.observation.type": "embedding",
+        names.OPENINFERENCE_SPAN_KIND: "EMBEDDING",
+        names.LANGFUSE_OBSERVATION_TYPE: "embedding",
     },
     "rerank": {
-        "openinference.span.kind": "RERANKER",
-        "langfuse.observation.type": "generation",  # Langfuse has no reranker type
+        names.OPENINFERENCE_SPAN_KIND: "RERANKER",
+        names.LANGFUSE_OBSERVATION_TYPE: "generation",  # Langfuse has no reranker type
     },
 }
 """What the backends key a span's kind on: OpenInference's (Phoenix, Arize) and Langfuse's
 observation type (one that carries usage and cost)."""
-_MODEL_NAME_KEYS = {"embeddings": "embedding.model_name", "rerank": "reranker.model_name"}
+_MODEL_NAME_KEYS = {
+    "embeddings": names.OPENINFERENCE_EMBEDDING_MODEL_NAME,
+    "rerank": names.OPENINFERENCE_RERANKER_MODEL_NAME,
+}
 
 
 def _opening(
@@ -146,25 +150,25 @@ def _opening(
 ) -> _Opening:
     model = encodable(model)
     attributes: dict[str, Any] = {
-        "gen_ai.operation.name": operation,
-        "gen_ai.provider.name": encodable(provider),
-        "gen_ai.request.model": model,
+        names.GEN_AI_OPERATION_NAME: operation,
+        names.GEN_AI_PROVIDER_NAME: encodable(provider),
+        names.GEN_AI_REQUEST_MODEL: model,
         **_BACKEND_KINDS.get(operation, {}),
     }
     if operation in _MODEL_NAME_KEYS:
         attributes[_MODEL_NAME_KEYS[operation]] = model
     if address:
-        attributes["server.address"] = encodable(address)
+        attributes[names.SERVER_ADDRESS] = encodable(address)
         if port is not None:
-            attributes["server.port"] = port
+            attributes[names.SERVER_PORT] = port
     return f"{operation} {model}", attributes
 
 
 def _identity(source: Event | CallStarted, opening: _Opening) -> dict[str, Any]:
     """Attributes known when the call starts (the sampling-relevant ones among them)."""
-    attributes = {**opening[1], "spanledger.call_id": source.call_id}
+    attributes = {**opening[1], names.CALL_ID: source.call_id}
     if source.request_id:
-        attributes["spanledger.request_id"] = encodable(source.request_id)
+        attributes[names.REQUEST_ID] = encodable(source.request_id)
     return attributes
 
 
@@ -189,72 +193,72 @@ def _attributes(
     whole logical call was charged, not its last attempt alone."""
     attributes = _identity(event, _event_opening(event)) if with_identity else {}
     if isinstance(event, EMBEDDING_EVENTS):
-        attributes["spanledger.embedding.input_count"] = event.input_count
+        attributes[names.EMBEDDING_INPUT_COUNT] = event.input_count
         if event.input_type is not None:
-            attributes["spanledger.embedding.input_type"] = encodable(event.input_type)
+            attributes[names.EMBEDDING_INPUT_TYPE] = encodable(event.input_type)
     else:
-        attributes["spanledger.rerank.query_length"] = event.query_length
-        attributes["spanledger.rerank.document_count"] = event.document_count
+        attributes[names.RERANK_QUERY_LENGTH] = event.query_length
+        attributes[names.RERANK_DOCUMENT_COUNT] = event.document_count
         if event.top_k is not None:
-            attributes["gen_ai.request.top_k"] = event.top_k
-            attributes["reranker.top_k"] = event.top_k
+            attributes[names.GEN_AI_REQUEST_TOP_K] = event.top_k
+            attributes[names.OPENINFERENCE_RERANKER_TOP_K] = event.top_k
         if latest:  # the open GenAI rerank proposal's names
-            attributes["gen_ai.rerank.candidate.count"] = event.document_count
+            attributes[names.GEN_AI_RERANK_CANDIDATE_COUNT] = event.document_count
             if event.top_k is not None:
-                attributes["gen_ai.rerank.top_n"] = event.top_k
+                attributes[names.GEN_AI_RERANK_TOP_N] = event.top_k
     if isinstance(event, SUCCEEDED_EVENTS):
         if event.response_model is not None:
-            attributes["gen_ai.response.model"] = event.response_model
+            attributes[names.GEN_AI_RESPONSE_MODEL] = event.response_model
         if event.response_id is not None:
-            attributes["gen_ai.response.id"] = event.response_id
+            attributes[names.GEN_AI_RESPONSE_ID] = event.response_id
         usage = event.usage
         if usage is not None:
             details: list[str] = []  # JSON by hand: counts only, and this runs on every call
             if usage.input_tokens is not None:
-                attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
+                attributes[names.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
                 details.append(f'"input":{usage.input_tokens}')
             if isinstance(usage, RerankUsage) and usage.search_units is not None:
-                attributes["spanledger.usage.search_units"] = usage.search_units
+                attributes[names.USAGE_SEARCH_UNITS] = usage.search_units
                 details.append(f'"search_units":{usage.search_units}')
-            attributes["langfuse.observation.usage_details"] = "{" + ",".join(details) + "}"
+            attributes[names.LANGFUSE_USAGE_DETAILS] = "{" + ",".join(details) + "}"
         if event.malformed_usage:
-            attributes["spanledger.usage.malformed"] = list(event.malformed_usage)
+            attributes[names.USAGE_MALFORMED] = list(event.malformed_usage)
         if event.usage_source is not None:
-            attributes["spanledger.usage.source"] = event.usage_source
+            attributes[names.USAGE_SOURCE] = event.usage_source
         if isinstance(event, EmbeddingEvent):
             if event.dimensions is not None:
-                attributes["gen_ai.embeddings.dimension.count"] = event.dimensions
+                attributes[names.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = event.dimensions
         else:
-            attributes["spanledger.rerank.result_count"] = event.result_count
+            attributes[names.RERANK_RESULT_COUNT] = event.result_count
     else:
         _add_failure(attributes, event)
     if cost is not None:
         attributes.update(cost_attributes(cost))
-        charged = attributes.get("gen_ai.usage.cost")
+        charged = attributes.get(names.GEN_AI_USAGE_COST)
         if charged is not None:  # a finite float: its repr is JSON
-            attributes["langfuse.observation.cost_details"] = f'{{"total":{charged!r}}}'
+            attributes[names.LANGFUSE_COST_DETAILS] = f'{{"total":{charged!r}}}'
 
     return attributes
 
 
 def _add_failure(attributes: dict[str, Any], event: FailedEvent) -> None:
     """How a failed call or attempt ended: category, vendor code, HTTP status, Retry-After."""
-    attributes["error.type"] = event.error_category.value
+    attributes[names.ERROR_TYPE] = event.error_category.value
     if event.error_type:
-        attributes["spanledger.error.type"] = event.error_type
+        attributes[names.PROVIDER_ERROR_TYPE] = event.error_type
     if event.status_code is not None:
-        attributes["http.response.status_code"] = event.status_code
+        attributes[names.HTTP_RESPONSE_STATUS_CODE] = event.status_code
     if event.retry_after is not None:
-        attributes["spanledger.error.retry_after"] = event.retry_after
+        attributes[names.ERROR_RETRY_AFTER] = event.retry_after
 
 
 def attempt_attributes(event: Event) -> dict[str, Any]:
     """A retried attempt's span event: its number and own ``call_id`` (which joins its line in
     the event log and the ledger), its latency, how it failed, and what it cost."""
     attributes: dict[str, Any] = {
-        "spanledger.attempt": event.attempt,
-        "spanledger.call_id": event.call_id,
-        "spanledger.attempt.latency_ms": event.latency_ms,
+        names.ATTEMPT_NUMBER: event.attempt,
+        names.CALL_ID: event.call_id,
+        names.ATTEMPT_LATENCY_MS: event.latency_ms,
     }
     if isinstance(event, FAILED_EVENTS):
         _add_failure(attributes, event)
@@ -265,53 +269,51 @@ def attempt_attributes(event: Event) -> dict[str, Any]:
 
 def cost_attributes(line: CostLine) -> dict[str, Any]:
     """``gen_ai.usage.cost`` only when the amount is known and was charged; the status always."""
-    attributes: dict[str, Any] = {"spanledger.cost.status": line.status.value}
+    attributes: dict[str, Any] = {names.COST_STATUS: line.status.value}
     if line.amount is not None and line.status in CHARGED_STATUSES:
-        attributes["gen_ai.usage.cost"] = float(line.amount)
+        attributes[names.GEN_AI_USAGE_COST] = float(line.amount)
         if line.currency:
-            attributes["spanledger.cost.currency"] = line.currency
+            attributes[names.COST_CURRENCY] = line.currency
     if line.code is not None and line.status in NOT_PRICED_STATUSES:
-        attributes["spanledger.cost.reason"] = line.code.value
+        attributes[names.COST_REASON] = line.code.value
     return attributes
 
 
 def attribution_attributes(record: AttributionRecord) -> dict[str, Any]:
     """``spanledger.attribution.*`` for the request's span; unknown figures are left out."""
     attributes: dict[str, Any] = {
-        "spanledger.request_id": record.request_id,
-        "spanledger.attribution.frames_served": record.frames_served,
-        "spanledger.attribution.frames_rendered": record.frames_rendered,
-        "spanledger.attribution.frames_cited": record.frames_cited,
-        "spanledger.attribution.rendered_tokens": record.rendered_tokens,
-        "spanledger.attribution.cited_tokens": record.cited_tokens,
-        "spanledger.attribution.uncited_rendered_tokens": record.uncited_rendered_tokens,
-        "spanledger.attribution.reconcilable": record.reconcilable,
-        "spanledger.attribution.spend_complete": record.spend_complete,
+        names.REQUEST_ID: record.request_id,
+        names.ATTRIBUTION_FRAMES_SERVED: record.frames_served,
+        names.ATTRIBUTION_FRAMES_RENDERED: record.frames_rendered,
+        names.ATTRIBUTION_FRAMES_CITED: record.frames_cited,
+        names.ATTRIBUTION_RENDERED_TOKENS: record.rendered_tokens,
+        names.ATTRIBUTION_CITED_TOKENS: record.cited_tokens,
+        names.ATTRIBUTION_UNCITED_RENDERED_TOKENS: record.uncited_rendered_tokens,
+        names.ATTRIBUTION_RECONCILABLE: record.reconcilable,
+        names.ATTRIBUTION_SPEND_COMPLETE: record.spend_complete,
     }
     if record.cited_token_share is not None:
-        attributes["spanledger.attribution.cited_token_share"] = record.cited_token_share
+        attributes[names.ATTRIBUTION_CITED_TOKEN_SHARE] = record.cited_token_share
     if record.spend is not None:
-        attributes["spanledger.attribution.spend"] = float(record.spend)
+        attributes[names.ATTRIBUTION_SPEND] = float(record.spend)
     if record.spend_per_cited_token is not None:
-        attributes["spanledger.attribution.spend_per_cited_token"] = float(
-            record.spend_per_cited_token
-        )
+        attributes[names.ATTRIBUTION_SPEND_PER_CITED_TOKEN] = float(record.spend_per_cited_token)
     if record.currency:
-        attributes["spanledger.attribution.currency"] = record.currency
-    attributes["spanledger.attribution.calls"] = record.calls
-    attributes["spanledger.attribution.billed_input_tokens"] = record.billed_input_tokens
-    attributes["spanledger.attribution.billed_search_units"] = record.billed_search_units
-    attributes["spanledger.attribution.calls_without_usage"] = record.calls_without_usage
+        attributes[names.ATTRIBUTION_CURRENCY] = record.currency
+    attributes[names.ATTRIBUTION_CALLS] = record.calls
+    attributes[names.ATTRIBUTION_BILLED_INPUT_TOKENS] = record.billed_input_tokens
+    attributes[names.ATTRIBUTION_BILLED_SEARCH_UNITS] = record.billed_search_units
+    attributes[names.ATTRIBUTION_CALLS_WITHOUT_USAGE] = record.calls_without_usage
     for status, calls in record.calls_by_status.items():
-        attributes[f"spanledger.attribution.calls.{encodable(status)}"] = calls
+        attributes[names.ATTRIBUTION_CALLS_BY_STATUS_PREFIX + encodable(status)] = calls
     for status, amount in record.spend_by_status.items():
-        attributes[f"spanledger.attribution.spend.{encodable(status)}"] = float(amount)
+        attributes[names.ATTRIBUTION_SPEND_BY_STATUS_PREFIX + encodable(status)] = float(amount)
     for status, chains in record.chains_by_status.items():
-        attributes[f"spanledger.attribution.chains.{encodable(status)}"] = chains
+        attributes[names.ATTRIBUTION_CHAINS_BY_STATUS_PREFIX + encodable(status)] = chains
     if record.problems:  # why it is not reconcilable: frame ids and counts, never text
         shown = record.problems[:MAX_PROBLEMS_SHOWN]
-        attributes["spanledger.attribution.problems"] = [encodable(p) for p in shown]
-        attributes["spanledger.attribution.problem_count"] = len(record.problems)
+        attributes[names.ATTRIBUTION_PROBLEMS] = [encodable(p) for p in shown]
+        attributes[names.ATTRIBUTION_PROBLEM_COUNT] = len(record.problems)
     return attributes
 
 
@@ -426,11 +428,11 @@ class OtelExporter:
         if not self.request_spans:
             return None
         span = self._tracer.start_span(
-            "request",
+            names.REQUEST_SPAN,
             kind=SpanKind.INTERNAL,
             attributes={
-                "spanledger.request_id": encodable(request_id),
-                "openinference.span.kind": "CHAIN",
+                names.REQUEST_ID: encodable(request_id),
+                names.OPENINFERENCE_SPAN_KIND: "CHAIN",
             },
         )
         self._requests[request_id] = span
@@ -531,14 +533,14 @@ class OtelExporter:
             cost = event.cost
         try:
             attributes = _attributes(event, live is None, cost, self._latest)
-            attributes["spanledger.logical_call_id"] = logical
+            attributes[names.LOGICAL_CALL_ID] = logical
             if event.retried:
-                attributes["spanledger.attempt"] = event.attempt
+                attributes[names.ATTEMPT_NUMBER] = event.attempt
             else:
-                attributes["spanledger.attempts"] = event.attempt
-                attributes["spanledger.call_id"] = event.call_id
+                attributes[names.ATTEMPTS] = event.attempt
+                attributes[names.CALL_ID] = event.call_id
                 if retried is not None and retried.dropped:
-                    attributes["spanledger.attempt.events_dropped"] = retried.dropped
+                    attributes[names.ATTEMPT_EVENTS_DROPPED] = retried.dropped
             self._render(span, attributes, event)
         finally:
             span.end(end_time=end_time)
@@ -585,10 +587,10 @@ class OtelExporter:
         if isinstance(event, FAILED_EVENTS):
             span.set_status(Status(StatusCode.ERROR, event.error_category.value))
             span.add_event(
-                "exception",
+                names.EXCEPTION_EVENT,
                 {
-                    "exception.type": "spanledger.ProviderError",
-                    "exception.message": event.error_message or event.error_category.value,
+                    names.EXCEPTION_TYPE: "spanledger.ProviderError",
+                    names.EXCEPTION_MESSAGE: event.error_message or event.error_category.value,
                 },
             )
 
