@@ -97,7 +97,7 @@ def compare(
 def added_per_call(embedder: Any, repeats: int) -> float:
     """Seconds recording adds to one ``encode`` of one batch: the recorded path around an empty
     call (no model run) less the bare one, plus counting one batch's mask."""
-    from spanledger.instrumentation.sentence_transformers_model import _masked
+    from spanledger.integrations.sentence_transformers.model import _masked
 
     sink = Counting()
     features = embedder.preprocess(TEXTS)

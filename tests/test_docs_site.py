@@ -141,8 +141,13 @@ def test_every_public_module_has_a_reference_page(build: Build) -> None:
 
 def test_the_reference_renders_the_public_names_with_their_docstrings(build: Build) -> None:
     providers = built_page(build.site, "reference/spanledger.providers.md").read_text()
-    for name in ["CohereReranker", "OpenAIEmbeddings", "ClientOptions", "fallback.with_fallback"]:
+    for name in ["CohereReranker", "OpenAIEmbeddings", "ClientOptions"]:
         assert f'id="spanledger.providers.{name}"' in providers, name
+    chains = built_page(build.site, "reference/spanledger.chains.md").read_text()
+    for name in ["with_fallback", "BM25Step", "spend_below", "CancelToken"]:
+        assert f'id="spanledger.chains.{name}"' in chains, name
+    integrations = built_page(build.site, "reference/spanledger.integrations.md").read_text()
+    assert 'id="spanledger.integrations.openai"' in integrations
     top = built_page(build.site, "reference/spanledger.md").read_text()
     import spanledger
 

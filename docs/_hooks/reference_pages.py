@@ -22,7 +22,9 @@ SECTION = "API reference"
 
 FIRST = (
     "providers",
+    "chains",
     "instrumentation",
+    "integrations",
     "recorder",
     "events",
     "exporters",

@@ -1,7 +1,25 @@
 """spanledger: tracing and cost accounting for embedding and rerank calls.
 
-The public names load on first use, so ``import spanledger`` stays cheap for the command line
-and for applications that use one part of it.
+Every embedding or rerank call becomes one typed event; exporters render it as a span, a
+Langfuse observation or a log line, the ledger prices it, and a request's report says what
+share of the context it paid for was cited. The public names below load on first use, so
+``import spanledger`` stays cheap for the command line and for applications that use one part
+of it.
+
+Where each concern lives, top to bottom (a module imports only from rooms below its own):
+
+- ``instrumentation``: the switch (``instrument()``) and the public API for existing calls;
+  ``exporters``, ``fleet``, ``testing``: spans, metrics and logs; reports over many logs; the
+  stand-in server;
+- ``integrations``: one package per library recorded (openai, cohere, botocore, ...), each
+  declaring what the switch patches; ``chains``: rerank chains that never fail;
+- ``capture``: the machinery integrations are built on; ``providers``: spanledger's own
+  provider classes;
+- ``recording``: the one recording core; ``wire``: each vendor endpoint's rules, declared once;
+- ``attribution``, ``recorder``, ``ledger``: the request scope and its frames, where events go,
+  prices;
+- ``events``, ``eventlog``, ``outcomes``, ``costs``, ``errors``, ``figures``: the records and
+  rules everything reads.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from spanledger.integrations import (
     voyageai,
 )
 
-__all__ = ["INTEGRATIONS", "Integration"]
+__all__ = ["INTEGRATIONS"]
 
 INTEGRATIONS: tuple[Integration, ...] = (
     openai.INTEGRATION,
