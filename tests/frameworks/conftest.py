@@ -1,4 +1,4 @@
-"""Shared by the framework suites: the stand-in, a sink that keeps events, the token rule."""
+"""Shared by the framework suites: the stand-in, the recorded-and-private check, the token rule."""
 
 from __future__ import annotations
 
@@ -7,24 +7,23 @@ from collections.abc import Iterator
 
 import pytest
 
-from spanledger import Event
 from spanledger.testing import StandIn
-
-
-class Kept:
-    """A sink keeping every event it is handed."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def emit(self, event: Event) -> None:
-        self.events.append(event)
+from tests.frameworks.privacy import Recording
 
 
 @pytest.fixture(scope="module")
 def standin() -> Iterator[StandIn]:
     with StandIn() as server:
         yield server
+
+
+@pytest.fixture
+def recording(
+    standin: StandIn, caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest
+) -> Recording:
+    """Framework work recorded and checked private; what is private is the test module's
+    ``PRIVATE`` (its inputs' sentinel and its keys)."""
+    return Recording(standin, caplog, request.module.PRIVATE)
 
 
 def tokens(text: str) -> int:

@@ -6,7 +6,6 @@ vectors LangChain returns unchanged (it asks for base64 and decodes them itself)
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,26 +13,27 @@ import pytest
 from langchain_openai import AzureOpenAIEmbeddings
 
 import spanledger
-from spanledger import EmbeddingEvent, EmbeddingUsage, Event, Recorder
+from spanledger import EmbeddingEvent, EmbeddingUsage
 from spanledger.testing import StandIn
-from tests.frameworks.conftest import Kept, tokens
+from tests.frameworks.conftest import tokens
+from tests.frameworks.privacy import Kept, Recording
 
 API_KEY = "azure-langchain-key-SENTINEL-61b0"
 SENTINEL = "SENTINEL-lc-azure-9d3a"
 TEXTS = [f"ticks feed on blood {SENTINEL}", f"deer carry ticks {SENTINEL}"]
 QUERY = f"what do ticks eat {SENTINEL}"
+PRIVATE = (SENTINEL, API_KEY)
+
+
+def openai_on() -> None:
+    spanledger.instrument(sdks=["openai"])
 
 
 @pytest.fixture
-def switched(standin: StandIn) -> Iterator[Kept]:
+def switched(standin: StandIn, recording: Recording) -> Iterator[Kept]:
     standin.reset()
-    kept = Kept()
-    spanledger.instrument(sdks=["openai"])
-    try:
-        with spanledger.use(Recorder([kept])):
-            yield kept
-    finally:
-        spanledger.uninstrument()
+    with recording.switched(openai_on) as kept:
+        yield kept
 
 
 def embedder(standin: StandIn) -> AzureOpenAIEmbeddings:
@@ -50,19 +50,7 @@ def embedder(standin: StandIn) -> AzureOpenAIEmbeddings:
     )
 
 
-def assert_private(events: list[Event], caplog: pytest.LogCaptureFixture) -> None:
-    for event in events:
-        for text in (event.model_dump_json(), repr(event)):
-            assert SENTINEL not in text
-            assert API_KEY not in text
-    assert SENTINEL not in caplog.text
-    assert API_KEY not in caplog.text
-
-
-def test_embed_documents_and_query(
-    standin: StandIn, switched: Kept, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.DEBUG, logger="spanledger")
+def test_embed_documents_and_query(standin: StandIn, switched: Kept, recording: Recording) -> None:
     model = embedder(standin)
     vectors = model.embed_documents(TEXTS)
     query = model.embed_query(QUERY)
@@ -78,13 +66,12 @@ def test_embed_documents_and_query(
         assert event.input_count == len(texts)
         assert event.dimensions == len(query)
         assert event.usage == EmbeddingUsage(input_tokens=sum(map(tokens, texts)))
-    assert_private(switched.events, caplog)
+    recording.assert_private(switched.events)
 
 
 async def test_async_embed_documents(
-    standin: StandIn, switched: Kept, caplog: pytest.LogCaptureFixture
+    standin: StandIn, switched: Kept, recording: Recording
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="spanledger")
     vectors = await embedder(standin).aembed_documents(TEXTS)
 
     assert len(vectors) == len(TEXTS)
@@ -92,16 +79,9 @@ async def test_async_embed_documents(
     assert isinstance(event, EmbeddingEvent)
     assert (event.provider, event.model) == ("azure.ai.openai", "lc-embedder")
     assert event.usage == EmbeddingUsage(input_tokens=sum(map(tokens, TEXTS)))
-    assert_private(switched.events, caplog)
+    recording.assert_private(switched.events)
 
 
-def test_vectors_are_unchanged_by_recording(standin: StandIn) -> None:
-    standin.reset()
-    bare = embedder(standin).embed_documents(TEXTS)
-    spanledger.instrument(sdks=["openai"])
-    try:
-        with spanledger.use(Recorder([Kept()])):
-            recorded = embedder(standin).embed_documents(TEXTS)
-    finally:
-        spanledger.uninstrument()
-    assert recorded == bare
+def test_vectors_are_unchanged_by_recording(standin: StandIn, recording: Recording) -> None:
+    vectors, _ = recording.run(lambda: embedder(standin).embed_documents(TEXTS), openai_on)
+    assert len(vectors) == len(TEXTS)

@@ -29,9 +29,10 @@ from llama_index.embeddings.bedrock import BedrockEmbedding  # type: ignore[impo
 from pydantic import SecretStr
 
 import spanledger
-from spanledger import EmbeddingEvent, Event, Recorder, RerankEvent
+from spanledger import EmbeddingEvent, Event, RerankEvent
 from spanledger.testing import StandIn
-from tests.frameworks.conftest import Kept, tokens
+from tests.frameworks.conftest import tokens
+from tests.frameworks.privacy import Recording
 
 KEY_ID = "AKIDSENTINELKEY0042"
 SECRET = "secret-SENTINEL-bedrock-7c3e"
@@ -44,6 +45,7 @@ TEXTS = [
 ]
 TITAN = "amazon.titan-embed-text-v2:0"
 RERANK_ARN = "arn:aws:bedrock:us-east-1::foundation-model/amazon.rerank-v1:0"
+PRIVATE = (SENTINEL, KEY_ID, SECRET)
 
 
 @pytest.fixture(autouse=True)
@@ -58,29 +60,16 @@ def _credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def run(
-    standin: StandIn, work: Callable[[], Any], *, http: bool = False
+    recording: Recording, work: Callable[[], Any], *, http: bool = False
 ) -> tuple[Any, list[Event]]:
     """``work``'s result with the switch on (``http``: other code's HTTP too), and the events
-    it made, one per HTTP call; checked against the same work with the switch off."""
-    standin.reset()
-    bare = work()
-    assert standin.requests, "the framework never reached the stand-in"
-    standin.reset()
-    kept = Kept()
-    spanledger.instrument(http=http)
-    try:
-        with spanledger.use(Recorder([kept])):
-            result = work()
-    finally:
-        spanledger.uninstrument()
-    assert _comparable(result) == _comparable(bare)
-    assert len(kept.events) == len(standin.requests)
-    for event in kept.events:
-        dumped = event.model_dump_json()
-        assert event.provider == "aws.bedrock"
-        for private in (SENTINEL, KEY_ID, SECRET):
-            assert private not in dumped
-    return result, kept.events
+    it made, one per HTTP call, each Bedrock's and private; checked against the same work with
+    the switch off."""
+    result, events = recording.run(
+        work, lambda: spanledger.instrument(http=http), comparable=_comparable
+    )
+    assert all(event.provider == "aws.bedrock" for event in events)
+    return result, events
 
 
 def _comparable(result: Any) -> Any:
@@ -101,7 +90,7 @@ def embedding_events(events: list[Event]) -> list[EmbeddingEvent]:
     return found
 
 
-def test_langchain_bedrock_embeddings_titan(standin: StandIn) -> None:
+def test_langchain_bedrock_embeddings_titan(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:  # made inside the switch, as an application would at start-up
         embedder = BedrockEmbeddings(
             model_id=TITAN,
@@ -110,7 +99,7 @@ def test_langchain_bedrock_embeddings_titan(standin: StandIn) -> None:
         )
         return embedder.embed_documents(TEXTS)
 
-    vectors, events = run(standin, work)
+    vectors, events = run(recording, work)
     assert len(vectors) == len(TEXTS)
     found = embedding_events(events)
     assert len(found) == len(TEXTS)  # LangChain sends one InvokeModel per Titan text
@@ -120,7 +109,7 @@ def test_langchain_bedrock_embeddings_titan(standin: StandIn) -> None:
     assert {event.model for event in found} == {TITAN}
 
 
-def test_langchain_bedrock_embeddings_cohere(standin: StandIn) -> None:
+def test_langchain_bedrock_embeddings_cohere(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:
         embedder = BedrockEmbeddings(
             model_id="cohere.embed-english-v3",
@@ -129,7 +118,7 @@ def test_langchain_bedrock_embeddings_cohere(standin: StandIn) -> None:
         )
         return embedder.embed_documents(TEXTS)
 
-    vectors, events = run(standin, work)
+    vectors, events = run(recording, work)
     assert len(vectors) == len(TEXTS)
     [event] = embedding_events(events)
     assert event.input_count == len(TEXTS)
@@ -137,7 +126,7 @@ def test_langchain_bedrock_embeddings_cohere(standin: StandIn) -> None:
     assert event.usage.input_tokens == sum(tokens(text) for text in TEXTS)  # from the header
 
 
-def test_langchain_bedrock_rerank(standin: StandIn) -> None:
+def test_langchain_bedrock_rerank(standin: StandIn, recording: Recording) -> None:
     documents = [Document(page_content=text, metadata={"n": i}) for i, text in enumerate(TEXTS)]
 
     def work() -> Any:
@@ -156,7 +145,7 @@ def test_langchain_bedrock_rerank(standin: StandIn) -> None:
         )
         return reranker.compress_documents(documents, QUERY)
 
-    ranked, events = run(standin, work)
+    ranked, events = run(recording, work)
     assert len(ranked) == 2
     [event] = events
     assert isinstance(event, RerankEvent)
@@ -165,14 +154,16 @@ def test_langchain_bedrock_rerank(standin: StandIn) -> None:
     assert (event.document_count, event.top_k, event.result_count) == (3, 2, 2)
 
 
-def test_llamaindex_bedrock_embedding(standin: StandIn, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llamaindex_bedrock_embedding(
+    standin: StandIn, recording: Recording, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", standin.base_url("aws.bedrock"))
 
     def work() -> Any:
         embedder = BedrockEmbedding(model_name=TITAN, region_name="us-east-1", max_retries=1)
         return embedder.get_text_embedding_batch(TEXTS)
 
-    vectors, events = run(standin, work)
+    vectors, events = run(recording, work)
     assert len(vectors) == len(TEXTS)
     found = embedding_events(events)
     assert len(found) == len(TEXTS)
@@ -181,7 +172,7 @@ def test_llamaindex_bedrock_embedding(standin: StandIn, monkeypatch: pytest.Monk
     )
 
 
-def test_litellm_bedrock_embedding(standin: StandIn) -> None:
+def test_litellm_bedrock_embedding(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:
         return litellm.embedding(
             model=f"bedrock/{TITAN}",
@@ -192,7 +183,7 @@ def test_litellm_bedrock_embedding(standin: StandIn) -> None:
             aws_region_name="us-east-1",
         )
 
-    result, events = run(standin, work, http=True)
+    result, events = run(recording, work, http=True)
     assert len(result.data) == len(TEXTS)
     found = embedding_events(events)
     assert len(found) == len(TEXTS)  # one POST per Titan text
@@ -202,7 +193,7 @@ def test_litellm_bedrock_embedding(standin: StandIn) -> None:
     assert {event.model for event in found} == {TITAN}
 
 
-def test_litellm_bedrock_rerank(standin: StandIn) -> None:
+def test_litellm_bedrock_rerank(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:
         return litellm.rerank(
             model=f"bedrock/{RERANK_ARN}",
@@ -215,7 +206,7 @@ def test_litellm_bedrock_rerank(standin: StandIn) -> None:
             aws_region_name="us-east-1",
         )
 
-    result, events = run(standin, work, http=True)
+    result, events = run(recording, work, http=True)
     assert len(result.results) == 2
     [event] = events
     assert isinstance(event, RerankEvent)

@@ -32,39 +32,29 @@ from llama_index.embeddings.google_genai import GoogleGenAIEmbedding  # type: ig
 from llama_index.embeddings.ollama import OllamaEmbedding  # type: ignore[import-untyped]
 
 import spanledger
-from spanledger import EmbeddingEvent, Event, Recorder
+from spanledger import EmbeddingEvent, Event
 from spanledger.testing import StandIn
-from tests.frameworks.conftest import Kept, tokens
+from tests.frameworks.conftest import tokens
+from tests.frameworks.privacy import Recording
 
 API_KEY = "sk-SENTINEL-frameworks-key-6a1f"
 SENTINEL = "SENTINEL-cloud-frameworks-93b0"
 TEXTS = [f"ticks feed on blood {SENTINEL}", f"the clock ticks {SENTINEL}"]
 TOTAL = sum(map(tokens, TEXTS))
+PRIVATE = (SENTINEL, API_KEY)
 
 
 def run(
-    standin: StandIn, work: Callable[[], Any], *, http: bool = False
+    recording: Recording, work: Callable[[], Any], *, http: bool = False
 ) -> tuple[Any, list[EmbeddingEvent]]:
     """``work`` recorded (the SDK switch, and other code's HTTP with ``http``), checked against
-    the same work unrecorded: one event per HTTP call, none carrying a text or the key."""
-    standin.reset()
-    bare = work()
-    assert standin.requests, "the framework never reached the stand-in"
-    standin.reset()
-    kept = Kept()
-    spanledger.instrument(http=http)
-    try:
-        with spanledger.use(Recorder([kept])):
-            result = work()
-    finally:
-        spanledger.uninstrument()
-    assert _comparable(result) == _comparable(bare)
-    assert len(kept.events) == len(standin.requests)
-    for event in kept.events:
-        assert SENTINEL not in event.model_dump_json()
-        assert API_KEY not in event.model_dump_json()
-    assert all(isinstance(event, EmbeddingEvent) for event in kept.events)
-    return result, [event for event in kept.events if isinstance(event, EmbeddingEvent)]
+    the same work unrecorded: one embedding event per HTTP call, none carrying a text or the
+    key, nor any log line."""
+    result, events = recording.run(
+        work, lambda: spanledger.instrument(http=http), comparable=_comparable
+    )
+    assert all(isinstance(event, EmbeddingEvent) for event in events)
+    return result, [event for event in events if isinstance(event, EmbeddingEvent)]
 
 
 def _comparable(result: Any) -> Any:
@@ -84,13 +74,13 @@ def vertex_credentials() -> Any:
     return google.oauth2.credentials.Credentials(token=API_KEY)  # type: ignore[no-untyped-call]
 
 
-def test_langchain_google_genai_embeddings(standin: StandIn) -> None:
+def test_langchain_google_genai_embeddings(standin: StandIn, recording: Recording) -> None:
     embedder = GoogleGenerativeAIEmbeddings(
         model="gemini-embedding-001",
         api_key=API_KEY,
         base_url=standin.base_url("gcp.gemini"),
     )
-    vectors, events = run(standin, lambda: embedder.embed_documents(TEXTS))
+    vectors, events = run(recording, lambda: embedder.embed_documents(TEXTS))
     assert len(vectors) == 2
     event = _one(events, "gcp.gemini")
     assert (event.model, event.input_count) == ("gemini-embedding-001", 2)
@@ -99,13 +89,13 @@ def test_langchain_google_genai_embeddings(standin: StandIn) -> None:
     assert event.input_type == "RETRIEVAL_DOCUMENT"
 
 
-def test_langchain_google_genai_async_query(standin: StandIn) -> None:
+def test_langchain_google_genai_async_query(standin: StandIn, recording: Recording) -> None:
     embedder = GoogleGenerativeAIEmbeddings(
         model="gemini-embedding-001",
         api_key=API_KEY,
         base_url=standin.base_url("gcp.gemini"),
     )
-    vector, events = run(standin, lambda: asyncio.run(embedder.aembed_query(TEXTS[0])))
+    vector, events = run(recording, lambda: asyncio.run(embedder.aembed_query(TEXTS[0])))
     assert len(vector) == 16
     event = _one(events, "gcp.gemini")
     assert event.usage is not None
@@ -117,14 +107,16 @@ def vertex_base_url(standin: StandIn, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOOGLE_VERTEX_BASE_URL", standin.base_url("gcp.vertex_ai"))
 
 
-def test_langchain_vertexai_embeddings(standin: StandIn, vertex_base_url: None) -> None:
+def test_langchain_vertexai_embeddings(
+    standin: StandIn, recording: Recording, vertex_base_url: None
+) -> None:
     embedder = VertexAIEmbeddings(  # type: ignore[call-arg]
         model_name="text-embedding-005",
         project="proj",
         location="us-central1",
         credentials=vertex_credentials(),
     )
-    vectors, events = run(standin, lambda: embedder.embed_documents(TEXTS))
+    vectors, events = run(recording, lambda: embedder.embed_documents(TEXTS))
     assert len(vectors) == 2
     event = _one(events, "gcp.vertex_ai")
     assert (event.model, event.input_count) == ("text-embedding-005", 2)
@@ -133,27 +125,27 @@ def test_langchain_vertexai_embeddings(standin: StandIn, vertex_base_url: None) 
     assert standin.requests[-1].path.endswith(":predict")
 
 
-def test_llamaindex_google_genai_embedding(standin: StandIn) -> None:
+def test_llamaindex_google_genai_embedding(standin: StandIn, recording: Recording) -> None:
     embedder = GoogleGenAIEmbedding(
         model_name="text-embedding-004",
         api_key=API_KEY,
         http_options=gtypes.HttpOptions(base_url=standin.base_url("gcp.gemini")),
     )
-    vectors, events = run(standin, lambda: embedder.get_text_embedding_batch(TEXTS))
+    vectors, events = run(recording, lambda: embedder.get_text_embedding_batch(TEXTS))
     assert len(vectors) == 2
     event = _one(events, "gcp.gemini")
     assert event.usage is not None
     assert event.usage.input_tokens == TOTAL
 
 
-def test_langchain_mistralai_embeddings(standin: StandIn) -> None:
+def test_langchain_mistralai_embeddings(standin: StandIn, recording: Recording) -> None:
     embedder = MistralAIEmbeddings(  # type: ignore[call-arg]
         model="mistral-embed",
         api_key=API_KEY,
         endpoint=standin.base_url("mistral_ai") + "/v1/",
         max_retries=1,
     )
-    vectors, events = run(standin, lambda: embedder.embed_documents(TEXTS), http=True)
+    vectors, events = run(recording, lambda: embedder.embed_documents(TEXTS), http=True)
     assert len(vectors) == 2
     event = _one(events, "mistral_ai")
     assert (event.model, event.response_model, event.input_count) == (
@@ -166,14 +158,16 @@ def test_langchain_mistralai_embeddings(standin: StandIn) -> None:
 
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
-def test_langchain_ollama_embeddings(is_async: bool, standin: StandIn) -> None:
+def test_langchain_ollama_embeddings(
+    is_async: bool, standin: StandIn, recording: Recording
+) -> None:
     def work() -> Any:  # a new embedder each time: its async client keeps its first loop
         embedder = OllamaEmbeddings(model="nomic-embed-text", base_url=standin.base_url("ollama"))
         if is_async:
             return asyncio.run(embedder.aembed_documents(TEXTS))
         return embedder.embed_documents(TEXTS)
 
-    vectors, events = run(standin, work)
+    vectors, events = run(recording, work)
     assert len(vectors) == 2
     event = _one(events, "ollama")
     assert (event.model, event.input_count, event.dimensions) == ("nomic-embed-text", 2, 16)
@@ -181,9 +175,9 @@ def test_langchain_ollama_embeddings(is_async: bool, standin: StandIn) -> None:
     assert event.usage.input_tokens == TOTAL
 
 
-def test_llamaindex_ollama_embedding(standin: StandIn) -> None:
+def test_llamaindex_ollama_embedding(standin: StandIn, recording: Recording) -> None:
     embedder = OllamaEmbedding(model_name="nomic-embed-text", base_url=standin.base_url("ollama"))
-    vectors, events = run(standin, lambda: embedder.get_text_embedding_batch(TEXTS))
+    vectors, events = run(recording, lambda: embedder.get_text_embedding_batch(TEXTS))
     assert len(vectors) == 2
     event = _one(events, "ollama")
     assert event.usage is not None
@@ -196,9 +190,9 @@ def _litellm(model: str, api_base: str, **options: Any) -> Callable[[], Any]:
     )
 
 
-def test_litellm_gemini(standin: StandIn) -> None:
+def test_litellm_gemini(standin: StandIn, recording: Recording) -> None:
     work = _litellm("gemini/gemini-embedding-001", standin.base_url("gcp.gemini") + "/v1beta")
-    result, events = run(standin, work, http=True)
+    result, events = run(recording, work, http=True)
     assert len(result.data) == 2
     event = _one(events, "gcp.gemini")
     assert (event.model, event.input_count) == ("gemini-embedding-001", 2)
@@ -206,7 +200,9 @@ def test_litellm_gemini(standin: StandIn) -> None:
     assert event.usage.input_tokens == TOTAL
 
 
-def test_litellm_vertex_ai(standin: StandIn, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_litellm_vertex_ai(
+    standin: StandIn, recording: Recording, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(
         VertexBase, "_ensure_access_token", lambda self, *args, **kwargs: (API_KEY, "proj")
     )
@@ -217,7 +213,7 @@ def test_litellm_vertex_ai(standin: StandIn, monkeypatch: pytest.MonkeyPatch) ->
         vertex_project="proj",
         vertex_location="us-central1",
     )
-    result, events = run(standin, work, http=True)
+    result, events = run(recording, work, http=True)
     assert len(result.data) == 2
     event = _one(events, "gcp.vertex_ai")
     assert (event.model, event.input_count) == ("text-embedding-005", 2)
@@ -225,18 +221,18 @@ def test_litellm_vertex_ai(standin: StandIn, monkeypatch: pytest.MonkeyPatch) ->
     assert event.usage.input_tokens == TOTAL
 
 
-def test_litellm_mistral(standin: StandIn) -> None:
+def test_litellm_mistral(standin: StandIn, recording: Recording) -> None:
     work = _litellm("mistral/mistral-embed", standin.base_url("mistral_ai") + "/v1", max_retries=0)
-    result, events = run(standin, work, http=True)
+    result, events = run(recording, work, http=True)
     assert len(result.data) == 2
     event = _one(events, "mistral_ai")
     assert event.usage is not None
     assert event.usage.input_tokens == TOTAL
 
 
-def test_litellm_ollama(standin: StandIn) -> None:
+def test_litellm_ollama(standin: StandIn, recording: Recording) -> None:
     work = _litellm("ollama/nomic-embed-text", standin.base_url("ollama"))
-    result, events = run(standin, work, http=True)
+    result, events = run(recording, work, http=True)
     assert len(result.data) == 2
     event = _one(events, "ollama")
     assert (event.model, event.input_count) == ("nomic-embed-text", 2)

@@ -19,9 +19,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map dow
 import litellm
 
 import spanledger
-from spanledger import EmbeddingEvent, Event, Recorder, RerankEvent
+from spanledger import EmbeddingEvent, Event, RerankEvent
 from spanledger.testing import StandIn
-from tests.frameworks.conftest import Kept, tokens
+from tests.frameworks.conftest import tokens
+from tests.frameworks.privacy import Recording
 
 API_KEY = "sk-litellm-key-0d4c"
 SENTINEL = "SENTINEL-litellm-8e1b"
@@ -31,27 +32,18 @@ TEXTS = [
     f"clocks tick {SENTINEL}",
     f"deer carry ticks {SENTINEL}",
 ]
+PRIVATE = (SENTINEL, API_KEY)
 
 
-def recorded(standin: StandIn, work: Callable[[], Any]) -> tuple[Any, list[Event]]:
-    """``work`` with the switch on, checked against the same work with it off: the events it
-    made, one per HTTP call, none carrying the inputs or the key."""
-    bare = work()
-    standin.reset()
-    kept = Kept()
-    voyage = standin.base_url("voyageai")
-    spanledger.instrument(http=True, vendors={voyage: "voyageai"})
-    try:
-        with spanledger.use(Recorder([kept])):
-            result = work()
-    finally:
-        spanledger.uninstrument()
-    assert _shape(result) == _shape(bare)
-    assert len(kept.events) == len(standin.requests)
-    for event in kept.events:
-        assert SENTINEL not in event.model_dump_json()
-        assert API_KEY not in event.model_dump_json()
-    return result, kept.events
+def recorded(recording: Recording, work: Callable[[], Any]) -> tuple[Any, list[Event]]:
+    """``work`` recorded, checked against the same work unrecorded: the events it made, one
+    per HTTP call, none carrying the inputs or the key, nor any log line."""
+    voyage = recording.standin.base_url("voyageai")
+
+    def switch_on() -> None:
+        spanledger.instrument(http=True, vendors={voyage: "voyageai"})
+
+    return recording.run(work, switch_on, comparable=_shape)
 
 
 def _shape(result: Any) -> Any:
@@ -60,7 +52,7 @@ def _shape(result: Any) -> Any:
     return [(item["index"], item["relevance_score"]) for item in result.results]
 
 
-def test_cohere_rerank(standin: StandIn) -> None:
+def test_cohere_rerank(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:
         return litellm.rerank(
             model="cohere/rerank-v3.5",
@@ -71,7 +63,7 @@ def test_cohere_rerank(standin: StandIn) -> None:
             api_key=API_KEY,
         )
 
-    result, events = recorded(standin, work)
+    result, events = recorded(recording, work)
     assert len(result.results) == 2
     [event] = events
     assert isinstance(event, RerankEvent)
@@ -80,7 +72,7 @@ def test_cohere_rerank(standin: StandIn) -> None:
     assert event.usage.search_units == 1
 
 
-def test_voyage_embedding(standin: StandIn) -> None:
+def test_voyage_embedding(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:
         return litellm.embedding(
             model="voyage/voyage-3.5",
@@ -89,7 +81,7 @@ def test_voyage_embedding(standin: StandIn) -> None:
             api_key=API_KEY,
         )
 
-    result, events = recorded(standin, work)
+    result, events = recorded(recording, work)
     assert len(result.data) == len(TEXTS)
     [event] = events
     assert isinstance(event, EmbeddingEvent)
@@ -98,7 +90,7 @@ def test_voyage_embedding(standin: StandIn) -> None:
     assert event.usage.input_tokens == sum(map(tokens, TEXTS))
 
 
-def test_openai_embedding(standin: StandIn) -> None:
+def test_openai_embedding(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:
         return litellm.embedding(
             model="openai/text-embedding-3-small",
@@ -107,7 +99,7 @@ def test_openai_embedding(standin: StandIn) -> None:
             api_key=API_KEY,
         )
 
-    result, events = recorded(standin, work)
+    result, events = recorded(recording, work)
     assert len(result.data) == len(TEXTS)
     [event] = events
     assert isinstance(event, EmbeddingEvent)
@@ -116,7 +108,7 @@ def test_openai_embedding(standin: StandIn) -> None:
     assert event.usage.input_tokens == sum(map(tokens, TEXTS))
 
 
-def test_cohere_embedding(standin: StandIn) -> None:
+def test_cohere_embedding(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:
         return litellm.embedding(
             model="cohere/embed-english-v3.0",
@@ -126,7 +118,7 @@ def test_cohere_embedding(standin: StandIn) -> None:
             api_key=API_KEY,
         )
 
-    result, events = recorded(standin, work)
+    result, events = recorded(recording, work)
     assert len(result.data) == len(TEXTS)
     [event] = events
     assert isinstance(event, EmbeddingEvent)

@@ -17,7 +17,6 @@ invented ``search_units: 1`` and a price from LiteLLM, where the event has none.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -36,11 +35,11 @@ from spanledger import (
     EmbeddingUsage,
     ErrorCategory,
     Event,
-    Recorder,
     RerankEvent,
 )
 from spanledger.testing import Reply, Route, StandIn, gemini_embeddings
-from tests.frameworks.conftest import Kept, tokens
+from tests.frameworks.conftest import tokens
+from tests.frameworks.privacy import Recording
 
 API_KEY = "sk-litellm-cloud-key-93fa"
 AWS_SECRET = "aws-secret-SENTINEL-0b7d"
@@ -54,6 +53,7 @@ AWS: dict[str, Any] = {
 }
 VERTEX_MODEL = "/v1/projects/rag/locations/us-central1/publishers/google/models/text-embedding-005"
 RERANK_ARN = "arn:aws:bedrock:us-west-2::foundation-model/amazon.rerank-v1:0"
+PRIVATE = (SENTINEL, API_KEY, AWS_SECRET)
 
 
 @pytest.fixture
@@ -69,37 +69,14 @@ def forget_clients() -> None:
     litellm.in_memory_llm_clients_cache.flush_cache()  # type: ignore[no-untyped-call]
 
 
-def recorded(
-    standin: StandIn, caplog: pytest.LogCaptureFixture, work: Callable[[], Any]
-) -> tuple[Any, list[Event]]:
+def http_on() -> None:
+    spanledger.instrument(http=True)
+
+
+def recorded(recording: Recording, work: Callable[[], Any]) -> tuple[Any, list[Event]]:
     """``work`` recorded, checked against the same work unrecorded: the events it made, one per
     HTTP call, none carrying the inputs or a key, nor any log line."""
-    standin.reset()
-    bare = work()
-    standin.reset()
-    caplog.set_level(logging.DEBUG, logger="spanledger")
-    kept = Kept()
-    spanledger.instrument(http=True)
-    try:
-        with spanledger.use(Recorder([kept])):
-            result = work()
-    finally:
-        spanledger.uninstrument()
-    assert _shape(result) == _shape(bare)
-    assert len(kept.events) == len(standin.requests)
-    assert_private(kept.events, caplog)
-    return result, kept.events
-
-
-def assert_private(events: list[Event], caplog: pytest.LogCaptureFixture) -> None:
-    for event in events:
-        for text in (event.model_dump_json(), repr(event)):
-            assert SENTINEL not in text
-            assert API_KEY not in text
-            assert AWS_SECRET not in text
-    assert SENTINEL not in caplog.text
-    assert API_KEY not in caplog.text
-    assert AWS_SECRET not in caplog.text
+    return recording.run(work, http_on, comparable=_shape)
 
 
 def _shape(result: Any) -> Any:
@@ -127,8 +104,8 @@ def azure(standin: StandIn) -> Any:
     )
 
 
-def test_azure_deployment(standin: StandIn, caplog: pytest.LogCaptureFixture) -> None:
-    result, events = recorded(standin, caplog, lambda: azure(standin))
+def test_azure_deployment(standin: StandIn, recording: Recording) -> None:
+    result, events = recorded(recording, lambda: azure(standin))
     [request] = standin.requests
     assert request.path == "/openai/deployments/rag-embedder/embeddings"
     event = embedding(*events)
@@ -149,7 +126,7 @@ def _azure_rate_limited() -> Route:
 
 
 def test_azure_429s_the_openai_sdk_retries_are_an_event_each(
-    standin: StandIn, caplog: pytest.LogCaptureFixture
+    standin: StandIn, recording: Recording
 ) -> None:
     """LiteLLM leaves the OpenAI SDK's two retries on: a 429 then an answer is two events;
     429s throughout are three, the last one not retried, and LiteLLM's RateLimitError.
@@ -160,17 +137,12 @@ def test_azure_429s_the_openai_sdk_retries_are_an_event_each(
     each on its own, not linked as retries (``test_a_client_litellm_used_before_...``)."""
     forget_clients()
     standin.reset()
-    kept = Kept()
-    spanledger.instrument(http=True)
-    try:
-        with spanledger.use(Recorder([kept])):
-            standin.route(_azure_rate_limited(), times=1)
+    with recording.switched(http_on) as kept:
+        standin.route(_azure_rate_limited(), times=1)
+        azure(standin)
+        standin.route(_azure_rate_limited())
+        with pytest.raises(RateLimitError):
             azure(standin)
-            standin.route(_azure_rate_limited())
-            with pytest.raises(RateLimitError):
-                azure(standin)
-    finally:
-        spanledger.uninstrument()
 
     assert len(standin.requests) == len(kept.events) == 2 + 3
     first, answered, *limited = kept.events
@@ -189,24 +161,19 @@ def test_azure_429s_the_openai_sdk_retries_are_an_event_each(
         == ("azure.ai.openai", "rag-embedder", ErrorCategory.RATE_LIMIT)
         for e in limited
     )
-    assert_private(kept.events, caplog)
+    recording.assert_private(kept.events)
 
 
 def test_a_client_litellm_used_before_the_switch_is_recorded_per_request(
-    standin: StandIn, caplog: pytest.LogCaptureFixture
+    standin: StandIn, recording: Recording
 ) -> None:
     forget_clients()
     standin.reset()
     azure(standin)  # LiteLLM caches this client, and the SDK its ``with_raw_response``
     standin.reset()
-    kept = Kept()
-    spanledger.instrument(http=True)
-    try:
-        with spanledger.use(Recorder([kept])):
-            standin.route(_azure_rate_limited(), times=1)
-            azure(standin)
-    finally:
-        spanledger.uninstrument()
+    with recording.switched(http_on) as kept:
+        standin.route(_azure_rate_limited(), times=1)
+        azure(standin)
 
     assert len(standin.requests) == len(kept.events) == 2
     limited, answered = kept.events
@@ -219,10 +186,10 @@ def test_a_client_litellm_used_before_the_switch_is_recorded_per_request(
     assert embedding(answered).usage == expected(TEXTS)
     assert limited.retried is False  # not linked as retries
     assert answered.logical_call_id is None
-    assert_private(kept.events, caplog)
+    recording.assert_private(kept.events)
 
 
-def test_mistral(standin: StandIn, caplog: pytest.LogCaptureFixture) -> None:
+def test_mistral(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:
         return litellm.embedding(
             model="mistral/mistral-embed",
@@ -231,7 +198,7 @@ def test_mistral(standin: StandIn, caplog: pytest.LogCaptureFixture) -> None:
             api_key=API_KEY,
         )
 
-    result, events = recorded(standin, caplog, work)
+    result, events = recorded(recording, work)
     event = embedding(*events)
     assert (event.provider, event.model, event.response_model) == (
         "mistral_ai",
@@ -251,8 +218,8 @@ def gemini(standin: StandIn) -> Any:
     )
 
 
-def test_gemini(standin: StandIn, caplog: pytest.LogCaptureFixture) -> None:
-    result, events = recorded(standin, caplog, lambda: gemini(standin))
+def test_gemini(standin: StandIn, recording: Recording) -> None:
+    result, events = recorded(recording, lambda: gemini(standin))
     [request] = standin.requests
     assert request.path == "/v1beta/models/gemini-embedding-001:batchEmbedContents"
     event = embedding(*events)
@@ -263,44 +230,34 @@ def test_gemini(standin: StandIn, caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_gemini_without_usage_is_unknown_while_litellm_counts(
-    standin: StandIn, caplog: pytest.LogCaptureFixture
+    standin: StandIn, recording: Recording
 ) -> None:
     standin.route(gemini_embeddings(report_usage=False))
     bare = gemini(standin)
-    kept = Kept()
-    spanledger.instrument(http=True)
-    try:
-        with spanledger.use(Recorder([kept])):
-            result = gemini(standin)
-    finally:
-        spanledger.uninstrument()
+    with recording.switched(http_on) as kept:
+        result = gemini(standin)
     assert _shape(result) == _shape(bare)
     event = embedding(*kept.events)
     assert event.usage is None
     assert event.malformed_usage == ()
     assert result.usage.prompt_tokens > 0  # LiteLLM reports a figure the wire never had
-    assert_private(kept.events, caplog)
+    recording.assert_private(kept.events)
 
 
-def test_gemini_429_is_one_attempt(standin: StandIn, caplog: pytest.LogCaptureFixture) -> None:
+def test_gemini_429_is_one_attempt(standin: StandIn, recording: Recording) -> None:
     standin.reset()
     standin.route(gemini_embeddings().failing(429, retry_after=1))
-    kept = Kept()
-    spanledger.instrument(http=True)
-    try:
-        with spanledger.use(Recorder([kept])), pytest.raises(RateLimitError):
-            gemini(standin)
-    finally:
-        spanledger.uninstrument()
+    with recording.switched(http_on) as kept, pytest.raises(RateLimitError):
+        gemini(standin)
     [event] = kept.events
     assert len(standin.requests) == 1
     assert isinstance(event, EmbeddingFailedEvent)
     assert (event.provider, event.status_code, event.retry_after) == ("gcp.gemini", 429, 1.0)
     assert event.error_category == ErrorCategory.RATE_LIMIT
-    assert_private(kept.events, caplog)
+    recording.assert_private(kept.events)
 
 
-def test_vertex_ai(standin: StandIn, caplog: pytest.LogCaptureFixture, vertex_token: None) -> None:
+def test_vertex_ai(standin: StandIn, recording: Recording, vertex_token: None) -> None:
     def work() -> Any:
         return litellm.embedding(
             model="vertex_ai/text-embedding-005",
@@ -310,7 +267,7 @@ def test_vertex_ai(standin: StandIn, caplog: pytest.LogCaptureFixture, vertex_to
             vertex_location="us-central1",
         )
 
-    result, events = recorded(standin, caplog, work)
+    result, events = recorded(recording, work)
     [request] = standin.requests
     assert request.path == VERTEX_MODEL + ":predict"
     event = embedding(*events)
@@ -323,13 +280,13 @@ def test_vertex_ai(standin: StandIn, caplog: pytest.LogCaptureFixture, vertex_to
     assert characters == sum(len("".join(text.split())) for text in TEXTS)
 
 
-def test_ollama(standin: StandIn, caplog: pytest.LogCaptureFixture) -> None:
+def test_ollama(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:
         return litellm.embedding(
             model="ollama/nomic-embed-text", input=TEXTS, api_base=standin.base_url("ollama")
         )
 
-    result, events = recorded(standin, caplog, work)
+    result, events = recorded(recording, work)
     [request] = standin.requests
     assert request.path == "/api/embed"
     event = embedding(*events)
@@ -338,9 +295,7 @@ def test_ollama(standin: StandIn, caplog: pytest.LogCaptureFixture) -> None:
     assert result._hidden_params["response_cost"] == 0.0  # a local model: free, rightly
 
 
-def test_bedrock_titan_one_request_per_text(
-    standin: StandIn, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_bedrock_titan_one_request_per_text(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:
         return litellm.embedding(
             model="bedrock/amazon.titan-embed-text-v2:0",
@@ -349,7 +304,7 @@ def test_bedrock_titan_one_request_per_text(
             **AWS,
         )
 
-    result, events = recorded(standin, caplog, work)
+    result, events = recorded(recording, work)
     titan = "/model/amazon.titan-embed-text-v2%3A0/invoke"
     assert [r.path for r in standin.requests] == [titan] * 3
     assert [embedding(e).usage for e in events] == [expected([text]) for text in TEXTS]
@@ -360,7 +315,7 @@ def test_bedrock_titan_one_request_per_text(
 
 
 def test_bedrock_rerank_reports_no_usage_litellm_invents_one(
-    standin: StandIn, caplog: pytest.LogCaptureFixture
+    standin: StandIn, recording: Recording
 ) -> None:
     def work() -> Any:
         return litellm.rerank(
@@ -372,7 +327,7 @@ def test_bedrock_rerank_reports_no_usage_litellm_invents_one(
             **AWS,
         )
 
-    result, events = recorded(standin, caplog, work)
+    result, events = recorded(recording, work)
     [request] = standin.requests
     assert request.path == "/rerank"
     [event] = events
@@ -386,24 +341,19 @@ def test_bedrock_rerank_reports_no_usage_litellm_invents_one(
 
 
 async def test_azure_async_goes_through_the_openai_sdk_too(
-    standin: StandIn, caplog: pytest.LogCaptureFixture
+    standin: StandIn, recording: Recording
 ) -> None:
     standin.reset()
-    kept = Kept()
-    spanledger.instrument(http=True)
-    try:
-        with spanledger.use(Recorder([kept])):
-            result = await litellm.aembedding(
-                model="azure/rag-embedder",
-                input=TEXTS,
-                api_base=standin.base_url("azure.ai.openai"),
-                api_key=API_KEY,
-                api_version="2024-10-21",
-            )
-    finally:
-        spanledger.uninstrument()
+    with recording.switched(http_on) as kept:
+        result = await litellm.aembedding(
+            model="azure/rag-embedder",
+            input=TEXTS,
+            api_base=standin.base_url("azure.ai.openai"),
+            api_key=API_KEY,
+            api_version="2024-10-21",
+        )
     event = embedding(*kept.events)
     assert (event.provider, event.model) == ("azure.ai.openai", "rag-embedder")
     assert event.usage == expected(TEXTS)
     assert len(result.data) == len(TEXTS)
-    assert_private(kept.events, caplog)
+    recording.assert_private(kept.events)

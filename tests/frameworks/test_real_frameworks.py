@@ -34,9 +34,10 @@ from llama_index.embeddings.openai import OpenAIEmbedding  # type: ignore[import
 from voyageai.client import Client as VoyageClient
 
 import spanledger
-from spanledger import EmbeddingEvent, Event, Recorder, RerankEvent
+from spanledger import EmbeddingEvent, Event, RerankEvent
 from spanledger.testing import StandIn
-from tests.frameworks.conftest import Kept, tokens
+from tests.frameworks.conftest import tokens
+from tests.frameworks.privacy import Recording
 
 API_KEY = "sk-framework-key-3f9a"
 SENTINEL = "SENTINEL-framework-5c2e"
@@ -46,34 +47,25 @@ TEXTS = [
     f"the clock ticks every second {SENTINEL}",
     f"deer carry ticks through the woods {SENTINEL}",
 ]
+PRIVATE = (SENTINEL, API_KEY)
 
 
 def run(
-    standin: StandIn, work: Callable[[], Any], *, http: bool = False, **vendors: str
+    recording: Recording, work: Callable[[], Any], *, http: bool = False, **vendors: str
 ) -> tuple[Any, list[Event], int]:
     """``work``'s result with the switch on (``http``: other code's HTTP too, ``vendors``
-    naming the stand-in's prefixes), the events it made, and the HTTP calls it sent; checked
-    against the same work with the switch off."""
-    standin.reset()
-    bare = work()
-    assert standin.requests, "the framework never reached the stand-in"
-    standin.reset()
-    kept = Kept()
-    if http:
-        named = {standin.base_url(name): vendor for name, vendor in vendors.items()}
-        spanledger.instrument(http=True, vendors=named or None)
-    else:
-        spanledger.instrument()
-    try:
-        with spanledger.use(Recorder([kept])):
-            result = work()
-    finally:
-        spanledger.uninstrument()
-    assert _comparable(result) == _comparable(bare)
-    for event in kept.events:
-        assert SENTINEL not in event.model_dump_json()
-        assert API_KEY not in event.model_dump_json()
-    return result, kept.events, len(standin.requests)
+    naming the stand-in's prefixes), the events it made, one per HTTP call and each private,
+    and the HTTP calls it sent; checked against the same work with the switch off."""
+    named = {recording.standin.base_url(name): vendor for name, vendor in vendors.items()}
+
+    def switch_on() -> None:
+        if http:
+            spanledger.instrument(http=True, vendors=named or None)
+        else:
+            spanledger.instrument()
+
+    result, events = recording.run(work, switch_on, comparable=_comparable)
+    return result, events, len(recording.standin.requests)
 
 
 def _comparable(result: Any) -> Any:
@@ -96,7 +88,7 @@ def embedding_events(events: list[Event], calls: int, provider: str) -> list[Emb
     return found
 
 
-def test_langchain_openai_embeddings(standin: StandIn) -> None:
+def test_langchain_openai_embeddings(standin: StandIn, recording: Recording) -> None:
     options: dict[str, Any] = {
         "model": "text-embedding-3-small",
         "base_url": standin.base_url("openai") + "/v1",
@@ -105,7 +97,7 @@ def test_langchain_openai_embeddings(standin: StandIn) -> None:
         "max_retries": 0,
     }
     embedder = OpenAIEmbeddings(**options)
-    vectors, events, calls = run(standin, lambda: embedder.embed_documents(TEXTS))
+    vectors, events, calls = run(recording, lambda: embedder.embed_documents(TEXTS))
     assert len(vectors) == len(TEXTS)
     [event] = embedding_events(events, calls, "openai")
     assert event.usage is not None
@@ -113,7 +105,9 @@ def test_langchain_openai_embeddings(standin: StandIn) -> None:
     assert event.input_count == len(TEXTS)
 
 
-def test_langchain_voyage_embeddings(standin: StandIn, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_langchain_voyage_embeddings(
+    standin: StandIn, recording: Recording, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # LangChain sizes Voyage batches with the SDK's tokenizer, which it downloads from Hugging
     # Face: stood in by a local one (no wire call; the tests touch only 127.0.0.1).
     monkeypatch.setattr(
@@ -126,7 +120,7 @@ def test_langchain_voyage_embeddings(standin: StandIn, monkeypatch: pytest.Monke
         "batch_size": 2,
     }
     embedder = VoyageAIEmbeddings(**options)
-    vectors, events, calls = run(standin, lambda: embedder.embed_documents(TEXTS))
+    vectors, events, calls = run(recording, lambda: embedder.embed_documents(TEXTS))
     assert len(vectors) == len(TEXTS)
     found = embedding_events(events, calls, "voyageai")
     assert calls == 2  # two batches, two HTTP calls, two events
@@ -137,7 +131,7 @@ def test_langchain_voyage_embeddings(standin: StandIn, monkeypatch: pytest.Monke
     ]
 
 
-def test_langchain_voyage_rerank(standin: StandIn) -> None:
+def test_langchain_voyage_rerank(standin: StandIn, recording: Recording) -> None:
     options: dict[str, Any] = {
         "model": "rerank-2.5",
         "api_key": API_KEY,
@@ -146,7 +140,7 @@ def test_langchain_voyage_rerank(standin: StandIn) -> None:
     }
     reranker = VoyageAIRerank(**options)
     documents = [Document(page_content=text, id=f"kb-{n}") for n, text in enumerate(TEXTS)]
-    kept, events, calls = run(standin, lambda: reranker.compress_documents(documents, QUERY))
+    kept, events, calls = run(recording, lambda: reranker.compress_documents(documents, QUERY))
     assert len(kept) == 2
     assert calls == 1
     [event] = events
@@ -157,21 +151,21 @@ def test_langchain_voyage_rerank(standin: StandIn) -> None:
     assert event.usage.input_tokens == tokens(QUERY) * len(TEXTS) + sum(map(tokens, TEXTS))
 
 
-def test_llama_index_openai_embedding(standin: StandIn) -> None:
+def test_llama_index_openai_embedding(standin: StandIn, recording: Recording) -> None:
     embedder = OpenAIEmbedding(
         model="text-embedding-3-small",
         api_base=standin.base_url("openai") + "/v1",
         api_key=API_KEY,
         max_retries=0,
     )
-    vectors, events, calls = run(standin, lambda: embedder.get_text_embedding_batch(TEXTS))
+    vectors, events, calls = run(recording, lambda: embedder.get_text_embedding_batch(TEXTS))
     assert len(vectors) == len(TEXTS)
     [event] = embedding_events(events, calls, "openai")
     assert event.usage is not None
     assert event.usage.input_tokens == sum(tokens(text) for text in TEXTS)
 
 
-def test_haystack_cohere_ranker(standin: StandIn) -> None:
+def test_haystack_cohere_ranker(standin: StandIn, recording: Recording) -> None:
     def rank() -> Any:
         ranker = CohereRanker(
             model="rerank-v3.5",
@@ -182,7 +176,7 @@ def test_haystack_cohere_ranker(standin: StandIn) -> None:
         documents = [HaystackDocument(content=text) for text in TEXTS]
         return ranker.run(query=QUERY, documents=documents)["documents"]
 
-    ranked, events, calls = run(standin, rank)
+    ranked, events, calls = run(recording, rank)
     assert len(ranked) == 2
     assert calls == 1
     [event] = events
@@ -193,7 +187,7 @@ def test_haystack_cohere_ranker(standin: StandIn) -> None:
     assert event.usage.input_tokens is None  # Cohere sent none: not reported, never 0
 
 
-def test_haystack_cohere_document_embedder(standin: StandIn) -> None:
+def test_haystack_cohere_document_embedder(standin: StandIn, recording: Recording) -> None:
     def embed() -> Any:
         embedder = CohereDocumentEmbedder(
             model="embed-v4.0",
@@ -206,20 +200,22 @@ def test_haystack_cohere_document_embedder(standin: StandIn) -> None:
         embedded = embedder.run(documents)["documents"]
         return [getattr(document, "embedding", None) for document in embedded]
 
-    vectors, events, calls = run(standin, embed)
+    vectors, events, calls = run(recording, embed)
     assert len(vectors) == len(TEXTS)
     found = embedding_events(events, calls, "cohere")
     assert calls == 2
     assert [event.input_count for event in found] == [2, 1]
 
 
-def test_langchain_community_jina_rerank(standin: StandIn, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_langchain_community_jina_rerank(
+    standin: StandIn, recording: Recording, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(jina_rerank, "JINA_API_URL", standin.base_url("jina") + "/v1/rerank")
     reranker = JinaRerank(jina_api_key=API_KEY, model="jina-reranker-v2-base-multilingual", top_n=2)
     documents = [Document(page_content=text) for text in TEXTS]
 
     ranked, events, calls = run(
-        standin, lambda: reranker.compress_documents(documents, QUERY), http=True
+        recording, lambda: reranker.compress_documents(documents, QUERY), http=True
     )
     assert len(ranked) == 2
     assert calls == 1
@@ -235,7 +231,7 @@ def test_langchain_community_jina_rerank(standin: StandIn, monkeypatch: pytest.M
     assert event.usage.input_tokens == tokens(QUERY) * 3 + sum(map(tokens, TEXTS))
 
 
-def test_haystack_jina_ranker(standin: StandIn) -> None:
+def test_haystack_jina_ranker(standin: StandIn, recording: Recording) -> None:
     def rank() -> Any:
         ranker = JinaRanker(
             api_key=Secret.from_token(API_KEY),
@@ -246,7 +242,7 @@ def test_haystack_jina_ranker(standin: StandIn) -> None:
         documents = [HaystackDocument(content=text) for text in TEXTS]
         return ranker.run(query=QUERY, documents=documents)["documents"]
 
-    ranked, events, calls = run(standin, rank, http=True)
+    ranked, events, calls = run(recording, rank, http=True)
     assert (len(ranked), calls) == (2, 1)
     [event] = events
     assert isinstance(event, RerankEvent)
@@ -254,7 +250,7 @@ def test_haystack_jina_ranker(standin: StandIn) -> None:
     assert event.usage is not None
 
 
-def test_haystack_jina_text_embedder(standin: StandIn) -> None:
+def test_haystack_jina_text_embedder(standin: StandIn, recording: Recording) -> None:
     """On a host that is not Jina's, its ``jina-`` model names the vendor."""
 
     def embed() -> Any:
@@ -265,7 +261,7 @@ def test_haystack_jina_text_embedder(standin: StandIn) -> None:
         )
         return embedder.run(QUERY)["embedding"]
 
-    vector, events, calls = run(standin, embed, http=True)
+    vector, events, calls = run(recording, embed, http=True)
     [event] = embedding_events(events, calls, "jina")
     assert (event.input_count, event.dimensions) == (1, len(vector))
     assert event.usage is not None

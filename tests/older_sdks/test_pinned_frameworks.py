@@ -3,14 +3,14 @@ LlamaIndex's ``CohereRerank``, voyageai 0.3.x under LlamaIndex's ``VoyageAIReran
 
 Each drives the framework's own object against the loopback stand-in, once without spanledger
 and once with it: exactly one event per HTTP call, the figures the stand-in sent, the framework's
-result unchanged, and no input text or key in any event. Runs in ``.venv-older`` only.
+result unchanged, and no input text or key in any event or log line. Runs in ``.venv-older`` only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import cohere
@@ -22,16 +22,18 @@ from llama_index.postprocessor.cohere_rerank import CohereRerank as LlamaCohereR
 from llama_index.postprocessor.voyageai_rerank import VoyageAIRerank
 
 import spanledger
-from spanledger import EmbeddingEvent, Event, Recorder, RerankEvent
+from spanledger import EmbeddingEvent, Event, RerankEvent
 from spanledger.instrumentation import instrumented_sdks
 from spanledger.testing import StandIn
-from tests.frameworks.conftest import Kept, tokens
+from tests.frameworks.conftest import tokens
+from tests.frameworks.privacy import Recording
 
 API_KEY = "sk-older-sdks-4a9d"
 SENTINEL = "SENTINEL-older-sdks-19f0"
 QUERY = f"what do ticks eat {SENTINEL}"
 TEXTS = [f"passage {i} on ticks {SENTINEL}" for i in range(200)]  # v1 batches: 96, 96, 8
 FEW = TEXTS[:3]
+PRIVATE = (SENTINEL, API_KEY)
 
 
 @pytest.fixture(scope="module")
@@ -40,25 +42,11 @@ def standin() -> Iterator[StandIn]:
         yield server
 
 
-def recorded(
-    standin: StandIn, work: Callable[[], Any], switch_on: Callable[[], None]
-) -> tuple[Any, Any, list[Event]]:
-    """``work`` bare, then with ``switch_on()`` in effect: both results, and the events made,
-    one per HTTP call, none carrying an input or the key."""
-    bare = work()
-    standin.reset()
-    kept = Kept()
-    switch_on()
-    try:
-        with spanledger.use(Recorder([kept])):
-            result = work()
-    finally:
-        spanledger.uninstrument()
-    assert len(kept.events) == len(standin.requests)
-    for event in kept.events:
-        assert SENTINEL not in event.model_dump_json()
-        assert API_KEY not in event.model_dump_json()
-    return bare, result, kept.events
+@pytest.fixture
+def recording(standin: StandIn, caplog: pytest.LogCaptureFixture) -> Recording:
+    """Each framework's work bare, then recorded: the same result, one event per HTTP call,
+    nothing of ``PRIVATE`` in an event or a log line."""
+    return Recording(standin, caplog, PRIVATE)
 
 
 def cohere_on() -> None:
@@ -91,7 +79,9 @@ def test_the_switch_refuses_an_installed_voyageai_it_does_not_cover() -> None:
 
 @pytest.mark.parametrize("kind", ["ClientV2", "Client"])
 @pytest.mark.parametrize("mode", ["per-client", "process-wide"])
-def test_cohere_5_clients_record_each_http_call(standin: StandIn, kind: str, mode: str) -> None:
+def test_cohere_5_clients_record_each_http_call(
+    standin: StandIn, recording: Recording, kind: str, mode: str
+) -> None:
     client = getattr(cohere, kind)(api_key=API_KEY, base_url=standin.base_url("cohere"))
 
     def work() -> Any:
@@ -110,8 +100,7 @@ def test_cohere_5_clients_record_each_http_call(standin: StandIn, kind: str, mod
         else:
             cohere_on()
 
-    bare, result, events = recorded(standin, work, switch_on)
-    assert result == bare
+    _, events = recording.run(work, switch_on)
     *embeds, rerank = events
     assert by_tokens(embeds) == batch_tokens(TEXTS if kind == "Client" else FEW)
     assert isinstance(rerank, RerankEvent)
@@ -120,7 +109,7 @@ def test_cohere_5_clients_record_each_http_call(standin: StandIn, kind: str, mod
     spanledger.uninstrument(client)
 
 
-def test_langchain_cohere_embeddings_sync_and_async(standin: StandIn) -> None:
+def test_langchain_cohere_embeddings_sync_and_async(standin: StandIn, recording: Recording) -> None:
     def work() -> Any:
         # made afresh each time: its async client stays bound to the event loop it first ran in
         embedder = CohereEmbeddings(
@@ -130,12 +119,11 @@ def test_langchain_cohere_embeddings_sync_and_async(standin: StandIn) -> None:
         query = asyncio.run(embedder.aembed_query(QUERY))
         return documents, query
 
-    bare, result, events = recorded(standin, work, cohere_on)
-    assert result == bare
+    _, events = recording.run(work, cohere_on)
     assert by_tokens(events) == sorted([*batch_tokens(TEXTS), tokens(QUERY)])
 
 
-def test_langchain_cohere_rerank(standin: StandIn) -> None:
+def test_langchain_cohere_rerank(standin: StandIn, recording: Recording) -> None:
     reranker = CohereRerank(
         model="rerank-v3.5", cohere_api_key=API_KEY, base_url=standin.base_url("cohere"), top_n=2
     )
@@ -147,8 +135,7 @@ def test_langchain_cohere_rerank(standin: StandIn) -> None:
             for d in reranker.compress_documents(documents, QUERY)
         ]
 
-    bare, result, events = recorded(standin, work, cohere_on)
-    assert result == bare
+    _, events = recording.run(work, cohere_on)
     [event] = events
     assert isinstance(event, RerankEvent)
     assert (event.document_count, event.result_count) == (3, 2)
@@ -160,7 +147,7 @@ def nodes() -> list[NodeWithScore]:
     return [NodeWithScore(node=TextNode(text=text, id_=f"n{i}")) for i, text in enumerate(FEW)]
 
 
-def test_llama_index_cohere_rerank(standin: StandIn) -> None:
+def test_llama_index_cohere_rerank(standin: StandIn, recording: Recording) -> None:
     reranker = LlamaCohereRerank(
         top_n=2, model="rerank-v3.5", api_key=API_KEY, base_url=standin.base_url("cohere")
     )
@@ -169,15 +156,14 @@ def test_llama_index_cohere_rerank(standin: StandIn) -> None:
         ranked = reranker.postprocess_nodes(nodes(), QueryBundle(QUERY))
         return [(n.node.node_id, n.score) for n in ranked]
 
-    bare, result, events = recorded(standin, work, cohere_on)
-    assert result == bare
+    _, events = recording.run(work, cohere_on)
     [event] = events
     assert isinstance(event, RerankEvent)
     assert (event.provider, event.document_count, event.result_count) == ("cohere", 3, 2)
 
 
 def test_llama_index_voyage_rerank_through_http(
-    standin: StandIn, monkeypatch: pytest.MonkeyPatch
+    standin: StandIn, recording: Recording, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """voyageai 0.3 is outside the switch's range; its ``requests`` calls are recorded by
     ``http=True``. ``VoyageAIRerank`` takes no base URL: the SDK's default is pointed at the
@@ -195,8 +181,7 @@ def test_llama_index_voyage_rerank_through_http(
     def http_on() -> None:
         spanledger.instrument(sdks=["cohere"], http=True)
 
-    bare, result, events = recorded(standin, work, http_on)
-    assert result == bare
+    _, events = recording.run(work, http_on)
     [event] = events
     assert isinstance(event, RerankEvent)
     assert (event.provider, event.document_count, event.top_k, event.result_count) == (
