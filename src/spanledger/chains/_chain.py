@@ -1,8 +1,8 @@
 """One run of a rerank chain: the request checked, then each step in turn, each an attempt.
 
-What both the sync and the async runner share lives here: the request check, the attempt
-records, the breaker verdicts, ``on_attempt``, and the outcome. The runners only decide how a
-step or a gate is run and waited for.
+The state the walk over the steps (``_walk``) keeps and records into: the request check, the
+attempt records, the breaker verdicts, ``on_attempt``, and the outcome. Sync and async chains
+share all of it; they differ only in how a step or a gate is run and waited for.
 """
 
 from __future__ import annotations

@@ -19,24 +19,13 @@ open request scope keeps the outcome for its report.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import inspect
-import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
 
 from spanledger._logs import get_logger
 from spanledger.attribution import current_request
-from spanledger.breakers import Admission, Breakers
-from spanledger.chains._bounded import (
-    Cancellable,
-    CancelToken,
-    Finished,
-    arun_in_thread,
-    run_in_thread,
-)
+from spanledger.breakers import Breakers
+from spanledger.chains._async_driver import run_async
+from spanledger.chains._bounded import Cancellable, CancelToken
 from spanledger.chains._chain import (
     Chain,
     OnAttempt,
@@ -45,8 +34,8 @@ from spanledger.chains._chain import (
     skipped_outcome,
     steps_of,
 )
-from spanledger.chains.steps import RerankStep
-from spanledger.outcomes import Reason, RerankOutcome
+from spanledger.chains._sync_driver import run_sync
+from spanledger.outcomes import RerankOutcome
 from spanledger.recorder import Recorder, get_recorder
 
 __all__ = ["awith_fallback", "with_fallback"]
@@ -81,7 +70,7 @@ def with_fallback(
     if isinstance(chain, RerankOutcome):
         return _delivered(chain, sinks)
     try:
-        outcome = _run_sync(chain, cancel)
+        outcome = run_sync(chain, cancel)
     except Exception as bug:  # the chain never raises: keep what it has
         _log.error("chain_failed", error_type=type(bug).__name__)
         outcome = chain.outcome(None)
@@ -114,7 +103,7 @@ async def awith_fallback(
     if isinstance(chain, RerankOutcome):
         return _delivered(chain, sinks)
     try:
-        outcome = await _run_async(chain, cancel)
+        outcome = await run_async(chain, cancel)
     except Exception as bug:
         _log.error("chain_failed", error_type=type(bug).__name__)
         outcome = chain.outcome(None)
@@ -190,272 +179,3 @@ def _delivered(outcome: RerankOutcome, sinks: tuple[Recorder, object] | None) ->
     except Exception as exc:
         _log.warning("chain_outcome_not_delivered", error_type=type(exc).__name__)
     return outcome
-
-
-# -------------------------------------------------------------------- the sync runner
-
-
-class _Aborted(Exception):
-    """The caller cancelled the chain while it waited."""
-
-
-def _run_sync(chain: Chain, cancel: Cancellable | None) -> RerankOutcome:
-    for current in chain.steps:
-        if cancel is not None and cancel.is_set():
-            return chain.aborted()
-        ready, breaker = _ready(chain, current)
-        if not ready:
-            continue
-        if current.gate is not None:
-            try:
-                reason = _sync_gate(chain, current, cancel)
-            except _Aborted:
-                _release(breaker)
-                return chain.aborted()
-            if chain.gated_out(current, reason, breaker):
-                continue
-        budget = chain.budgeted(current, breaker)
-        if budget is None:
-            continue
-        if current.kind == "identity":
-            return chain.identity(current)
-        started, t0 = datetime.now(UTC), time.perf_counter()
-        if current.cooperative and cancel is None:
-            try:
-                answer = current.rank(chain.query, chain.documents, chain.top_k, budget)
-            except Exception as error:
-                chain.raised(current, error, started, t0, breaker)
-                continue
-            finished = Finished("done", answer)
-        else:
-            finished = run_in_thread(
-                lambda current=current, budget=budget: current.rank(  # type: ignore[misc]
-                    chain.query, chain.documents, chain.top_k, budget
-                ),
-                budget,
-                cancel,
-            )
-        results = _settled(chain, current, finished, started, t0, breaker)
-        if finished.how == "cancelled":
-            return chain.aborted()
-        if results is not None:
-            return chain.outcome(results)
-    return chain.outcome(None)
-
-
-def _ready(chain: Chain, current: RerankStep) -> tuple[bool, Admission | None]:
-    """Checks that need no waiting: the deadline, the key, the breaker. Whether the step may
-    go on (else it was recorded as skipped), and its breaker, which has let the call through."""
-    if chain.remaining() <= 0:
-        chain.skipped(current, Reason.DEADLINE_EXHAUSTED)
-        return False, None
-    if current.missing_key is not None:
-        chain.skipped(current, Reason.NO_API_KEY, detail=f"set {current.missing_key}")
-        return False, None
-    breaker = chain.breaker(current)
-    if breaker is None:
-        return True, None
-    admission = breaker.admit()
-    if admission is None:
-        chain.skipped(current, Reason.CIRCUIT_OPEN, breaker)
-        return False, None
-    return True, admission
-
-
-def _release(breaker: Admission | None) -> None:
-    if breaker is not None:
-        breaker.released()
-
-
-def _sync_gate(chain: Chain, current: RerankStep, cancel: Cancellable | None) -> str | None:
-    gate = current.gate
-    assert gate is not None
-    check = chain.gate_check(current)
-    left = chain.remaining()
-    if left <= 0:
-        return Reason.DEADLINE_EXHAUSTED
-    finished = run_in_thread(lambda: gate(check), left, cancel)
-    if finished.how == "cancelled":
-        raise _Aborted
-    if finished.how == "timeout":
-        return Reason.GATE_TIMEOUT
-    if finished.how == "raised" or inspect.isawaitable(finished.value):
-        if inspect.iscoroutine(finished.value):
-            finished.value.close()  # an async gate in a sync chain cannot be awaited here
-        return Reason.GATE_FAILED
-    return chain.gate_verdict(finished.value)
-
-
-def _settled(
-    chain: Chain,
-    current: RerankStep,
-    finished: Finished,
-    started: datetime,
-    t0: float,
-    breaker: Admission | None,
-) -> Any:
-    """Record how a step ended; its kept results, if any."""
-    if finished.how == "done":
-        return chain.answered(current, finished.value, started, t0, breaker)
-    if finished.how == "raised":
-        assert finished.error is not None
-        if not isinstance(finished.error, Exception):
-            chain.abandoned(current, started, t0, breaker, aborted=True)
-            return None
-        chain.raised(current, finished.error, started, t0, breaker)
-        return None
-    chain.abandoned(current, started, t0, breaker, aborted=finished.how == "cancelled")
-    return None
-
-
-# -------------------------------------------------------------------- the async runner
-
-
-async def _run_async(chain: Chain, cancel: CancelToken | None) -> RerankOutcome:
-    waker = _TokenWaker(cancel) if cancel is not None else None
-    try:
-        for current in chain.steps:
-            if cancel is not None and cancel.is_set():
-                return chain.aborted()
-            ready, breaker = _ready(chain, current)
-            if not ready:
-                continue
-            if current.gate is not None:
-                try:
-                    reason = await _async_gate(chain, current, waker)
-                except (asyncio.CancelledError, _Aborted):
-                    _release(breaker)
-                    _uncancel()
-                    return chain.aborted()
-                if chain.gated_out(current, reason, breaker):
-                    continue
-            budget = chain.budgeted(current, breaker)
-            if budget is None:
-                continue
-            if current.kind == "identity":
-                return chain.identity(current)
-            started, t0 = datetime.now(UTC), time.perf_counter()
-            task = asyncio.ensure_future(
-                current.arank(chain.query, chain.documents, chain.top_k, budget)
-            )
-            try:
-                answer = await _bounded(task, budget, waker)
-            except (asyncio.CancelledError, _Aborted) as stop:
-                if not _by_caller(stop):  # the step's own task was cancelled: the chain goes on
-                    chain.abandoned(current, started, t0, breaker, aborted=True)
-                    continue
-                _uncancel()
-                await _cancelled(task)
-                chain.abandoned(current, started, t0, breaker, aborted=True)
-                _uncancel()
-                return chain.aborted()
-            except TimeoutError:
-                chain.abandoned(current, started, t0, breaker, aborted=False)
-                continue
-            except Exception as error:
-                chain.raised(current, error, started, t0, breaker)
-                continue
-            results = chain.answered(current, answer, started, t0, breaker)
-            if results is not None:
-                return chain.outcome(results)
-        return chain.outcome(None)
-    finally:
-        if waker is not None:
-            waker.close()
-
-
-def _by_caller(stop: BaseException) -> bool:
-    """Whether ``stop`` is the caller's cancellation (the token, or the awaiting task
-    cancelled), rather than a step's or a gate's own task ending cancelled."""
-    if isinstance(stop, _Aborted):
-        return True
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-def _uncancel() -> None:
-    """Take back the cancellation the chain has answered with its ``aborted`` outcome."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        task.uncancel()
-
-
-class _TokenWaker:
-    """An asyncio future that resolves when the token is set (from any thread)."""
-
-    def __init__(self, token: CancelToken) -> None:
-        loop = asyncio.get_running_loop()
-        self.future: asyncio.Future[None] = loop.create_future()
-
-        def wake() -> None:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_resolve, self.future)
-
-        self.close = token.when_cancelled(wake)
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-async def _bounded(task: asyncio.Future[Any], budget: float, waker: _TokenWaker | None) -> Any:
-    """``task``'s result within ``budget`` seconds: ``TimeoutError`` (the task cancelled) at
-    the budget, ``_Aborted`` when the token is set first."""
-    waiting: set[asyncio.Future[Any]] = {task}
-    if waker is not None:
-        waiting.add(waker.future)
-    done, _ = await asyncio.wait(waiting, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        return task.result()
-    await _cancelled(task)
-    if waker is not None and waker.future in done:
-        raise _Aborted
-    raise TimeoutError
-
-
-_SETTLE = 0.1
-"""Seconds a cancelled step gets to unwind (its call records its own event as it does)."""
-
-
-async def _cancelled(task: asyncio.Future[Any]) -> None:
-    """Cancel ``task`` and give it a moment to unwind; one that ignores cancellation is left."""
-    task.cancel()
-    with contextlib.suppress(BaseException):
-        await asyncio.wait({task}, timeout=_SETTLE)
-
-
-async def _async_gate(chain: Chain, current: RerankStep, waker: _TokenWaker | None) -> str | None:
-    gate = current.gate
-    assert gate is not None
-    check = chain.gate_check(current)
-    left = chain.remaining()
-    if left <= 0:
-        return Reason.DEADLINE_EXHAUSTED
-    if inspect.iscoroutinefunction(gate):
-        task = asyncio.ensure_future(gate(check))
-        try:
-            verdict = await _bounded(task, left, waker)
-        except TimeoutError:
-            return Reason.GATE_TIMEOUT
-        except (asyncio.CancelledError, _Aborted) as stop:
-            task.cancel()
-            if not _by_caller(stop):  # the gate's own task was cancelled
-                return Reason.GATE_FAILED
-            raise
-        except Exception:
-            return Reason.GATE_FAILED
-        return chain.gate_verdict(verdict)
-    waiting = asyncio.ensure_future(arun_in_thread(lambda: gate(check), left))
-    try:  # the token ends the wait for a hung sync gate as it does for a step
-        finished = await _bounded(waiting, left, waker)
-    except TimeoutError:
-        return Reason.GATE_TIMEOUT
-    except (asyncio.CancelledError, _Aborted):
-        waiting.cancel()
-        raise
-    if finished.how == "timeout":
-        return Reason.GATE_TIMEOUT
-    if finished.how == "raised" or inspect.isawaitable(finished.value):
-        return Reason.GATE_FAILED
-    return chain.gate_verdict(finished.value)
