@@ -17,25 +17,3 @@ from spanledger.chains import spend_below as spend_below
 from spanledger.chains import step as step
 from spanledger.chains import when as when
 from spanledger.chains import with_fallback as with_fallback
-
-__all__ = [
-    "AttemptStatus",
-    "BM25Step",
-    "Breakers",
-    "CallableStep",
-    "CancelToken",
-    "CrossEncoderStep",
-    "FallbackAttempt",
-    "GateCheck",
-    "IdentityStep",
-    "ProviderStep",
-    "Reason",
-    "RerankOutcome",
-    "RerankStep",
-    "StepRanking",
-    "awith_fallback",
-    "spend_below",
-    "step",
-    "when",
-    "with_fallback",
-]

@@ -9,17 +9,3 @@ from spanledger.chains.steps import RerankStep as RerankStep
 from spanledger.chains.steps import StepRanking as StepRanking
 from spanledger.chains.steps import as_step as as_step
 from spanledger.chains.steps import step as step
-
-__all__ = [
-    "BM25Step",
-    "CallableStep",
-    "CrossEncoderStep",
-    "Gate",
-    "GateCheck",
-    "IdentityStep",
-    "ProviderStep",
-    "RerankStep",
-    "StepRanking",
-    "as_step",
-    "step",
-]
