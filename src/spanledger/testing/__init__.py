@@ -111,11 +111,12 @@ from spanledger.testing.ollama import ollama_embed, ollama_embeddings, ollama_op
 from spanledger.testing.openai import openai_embeddings
 from spanledger.testing.routes import VENDORS, RecordedRequest, Reply, Route
 from spanledger.testing.server import StandIn
-from spanledger.testing.tei import tei_embeddings, tei_rerank
+from spanledger.testing.tei import TEI_MAX_BATCH, tei_embeddings, tei_rerank
 from spanledger.testing.voyage import voyage_embeddings, voyage_rerank
 
 __all__ = [
     "DEFAULT_DIMENSIONS",
+    "TEI_MAX_BATCH",
     "VENDORS",
     "RecordedRequest",
     "Reply",
