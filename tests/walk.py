@@ -9,7 +9,6 @@ left. ``python -m tests.walk`` prints the walk of one request through the record
 
 from __future__ import annotations
 
-import importlib
 import sys
 import tomllib
 from collections.abc import Callable, Iterator
@@ -118,8 +117,7 @@ def transport_request_walk() -> tuple[Walk, Walk]:
     import httpx
 
     import spanledger
-
-    transport_module = importlib.import_module("spanledger.capture.http")
+    from spanledger.capture import http as http_capture
 
     body = (
         b'{"id":"r1","results":[{"index":1,"relevance_score":0.9},'
@@ -135,7 +133,7 @@ def transport_request_walk() -> tuple[Walk, Walk]:
     )
     request = {"model": "rerank-v3.5", "query": "q", "documents": ["a", "b"], "top_n": 2}
     facts_walk = Walk()
-    original = transport_module.watch_for
+    original = http_capture.watch_for
 
     def watched(*args: Any, **kwargs: Any) -> Any:
         with walking() as inner:
@@ -147,11 +145,11 @@ def transport_request_walk() -> tuple[Walk, Walk]:
         client.post("https://api.cohere.com/v2/rerank", json=request)  # warm caches
         with walking() as whole:
             client.post("https://api.cohere.com/v2/rerank", json=request)
-        transport_module.watch_for = watched
+        vars(http_capture)["watch_for"] = watched
         try:
             client.post("https://api.cohere.com/v2/rerank", json=request)
         finally:
-            transport_module.watch_for = original
+            vars(http_capture)["watch_for"] = original
     client.close()
     recorder.shutdown()
     return facts_walk, whole

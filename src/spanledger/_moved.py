@@ -1,37 +1,45 @@
-"""The old address of a module that moved: it resolves its names from their new home on first
-use, so users' imports keep working and the old address adds no import arrow to the layers.
+"""The old address of a module that moved: it gives every public name of its new home, found
+there on first use, so users' imports keep working and the old address adds no import arrow to
+the layers.
 
-A module left behind is its docstring, its ``__all__`` and one call::
+A module left behind is its docstring and one call, and a ``.pyi`` stub beside it that star-
+imports the new home for type checkers::
 
-    __all__ = ["with_fallback", ...]
     forward(globals(), "spanledger.chains")
-
-Beside it, a ``.pyi`` stub re-exports the same names from the new home for type checkers.
 """
 
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import Any
 
 __all__ = ["forward"]
 
 
 def forward(namespace: dict[str, Any], home: str) -> None:
-    """Make the module whose globals are ``namespace`` give each name of its ``__all__`` as
-    ``home`` defines it, importing ``home`` when a name is first asked for."""
-    names = frozenset(namespace["__all__"])
+    """Make the module whose globals are ``namespace`` give each name of ``home``'s
+    ``__all__`` (and that list itself) as ``home`` defines it, importing ``home`` when a name
+    is first asked for."""
     module = namespace["__name__"]
 
+    def target() -> ModuleType:
+        return importlib.import_module(home)
+
     def __getattr__(name: str) -> object:
-        if name not in names:
+        names: list[str] = target().__all__
+        if name == "__all__":
+            value: object = list(names)
+        elif name in names:
+            value = getattr(target(), name)
+        else:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(home), name)
         namespace[name] = value
         return value
 
     def __dir__() -> list[str]:
-        return sorted(names | {name for name in namespace if not name.startswith("_")})
+        own = {name for name in namespace if not name.startswith("_")}
+        return sorted(own | set(target().__all__))
 
     namespace["__getattr__"] = __getattr__
     namespace["__dir__"] = __dir__

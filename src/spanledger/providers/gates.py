@@ -3,8 +3,4 @@ keeps working."""
 
 from spanledger._moved import forward
 
-# ruff: noqa: F822 - each name in __all__ is given by forward() on first use
-
-__all__ = ["BUDGET_SPENT", "request_spend", "spend_below", "when"]
-
 forward(globals(), "spanledger.chains.gates")
