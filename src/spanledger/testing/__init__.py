@@ -12,7 +12,8 @@ Each vendor lives under its own path prefix; ``server.base_url(vendor)`` is the 
 a provider (SDKs take the same origin plus their version path, e.g. ``/v1`` for OpenAI and
 Voyage; boto3 takes it as ``endpoint_url``, ``openai.AzureOpenAI`` as ``azure_endpoint``).
 Vendors are the names in ``VENDORS``; vectors have ``DEFAULT_DIMENSIONS`` values unless the
-request asks for others. Every endpoint reports usage by default (a token per four UTF-8 bytes,
+request asks for others, and TEI's routes refuse more than ``TEI_MAX_BATCH`` inputs a request
+with a 413, as TEI does. Every endpoint reports usage by default (a token per four UTF-8 bytes,
 a Cohere search unit per 100 documents), where the vendor reports any: TEI, Bedrock's rerank
 routes, Vertex's ranking API and Ollama's legacy ``/api/embeddings`` report none, as the real
 ones. To script an answer, mount a route built by a vendor function (``openai_embeddings``,
