@@ -4,6 +4,8 @@ and handing it to the recording core.
 - ``declaration``: what an integration declares (``Integration``, ``ClassMethod``), the one
   record the process-wide switch reads;
 - ``installation``: what instrumenting one client changed, and how each change is taken back;
+- ``patching``: a class method replaced by a wrapper that calls what it stands on as Python
+  would (bound, inherited methods looked up at the call), beside other libraries' wrappers;
 - ``sdk_calls``: one SDK method call recorded as one event per HTTP attempt (``SdkCall``,
   ``MethodSpec``, ``wrap_sync`` / ``wrap_async``);
 - ``http_hooks``: the hooks on an SDK's own httpx client that report its attempts;

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spanledger.capture.http_hooks import add_hooks, remove_hooks
+from spanledger.capture.patching import looked_up
 from spanledger.capture.sdk_calls import MethodSpec, Switch, wrap_async, wrap_sync
 from spanledger.recording.call import logged
 
@@ -127,11 +128,12 @@ class Installation:
 
 
 def _from_class(owner: object, name: str, current: Callable[..., Any]) -> Callable[..., Any]:
-    """``owner.name`` as the class holds it at call time, bound to ``owner``."""
+    """``owner.name`` as its class holds it at call time, bound as attribute access binds it
+    (a staticmethod, a wrapt wrapper and a plain function each as Python would call it)."""
     kind = type(owner)
 
     @functools.wraps(current)
     def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(kind, name).__get__(owner, kind)(*args, **kwargs)
+        return looked_up(kind, name, owner)(*args, **kwargs)
 
     return call

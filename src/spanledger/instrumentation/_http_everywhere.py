@@ -26,6 +26,7 @@ from spanledger.capture.http import (
     send_recorded,
     watch_for,
 )
+from spanledger.capture.patching import ClassPatch, patch_class
 from spanledger.recording.call import logged
 from spanledger.wire.endpoints import Vendor
 
@@ -37,7 +38,7 @@ _lock = _forksafe.module_lock(globals(), "_lock", threading.RLock)
 class _State:
     def __init__(self) -> None:
         self.vendors: dict[str, Vendor] | None = None  # ``None``: switched off
-        self.undo: list[tuple[type, str, object, object]] = []
+        self.undo: list[ClassPatch] = []
 
 
 _state = _State()
@@ -72,59 +73,62 @@ def switch_http_on(vendors: Mapping[str, Vendor]) -> None:
 
 
 def switch_http_off() -> None:
-    """Put every patched method back (one patched over since is left to its patcher)."""
+    """Put every patched method back (one another library has wrapped since stays under its
+    wrapper, passing every request through)."""
     with _lock:
         _state.vendors = None
-        for owner, name, original, wrapper in reversed(_state.undo):
-            if vars(owner).get(name) is wrapper:
-                setattr(owner, name, original)
+        for patch in reversed(_state.undo):
+            patch.undo()
         _state.undo.clear()
 
 
-def _replace(owner: type, name: str, make: Any) -> None:
-    original = vars(owner)[name]
-    wrapper = make(original)
-    setattr(owner, name, wrapper)
-    _state.undo.append((owner, name, original, wrapper))
+def _replace(owner: type, name: str, make: Callable[[ClassPatch], object]) -> None:
+    _state.undo.append(patch_class(owner, name, make))
 
 
-def _httpx_sync(original: Callable[[Any, httpx.Request], httpx.Response]) -> Any:
+def _vendors(patch: ClassPatch) -> Mapping[str, Vendor] | None:
+    """The vendors a patched method records for; ``None``: pass the request through."""
+    return _state.vendors if patch.on else None
+
+
+def _httpx_sync(patch: ClassPatch) -> Any:
     def handle_request(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
-        vendors = _state.vendors
+        vendors = _vendors(patch)
+        send: Callable[[httpx.Request], httpx.Response] = patch.beneath(self)
         if vendors is None or not might_be_vendor_call(request.method, request.url.path):
-            return original(self, request)
-        return send_recorded(lambda sent: original(self, sent), request, vendors)
+            return send(request)
+        return send_recorded(send, request, vendors)
 
     return handle_request
 
 
-def _httpx_async(
-    original: Callable[[Any, httpx.Request], Awaitable[httpx.Response]],
-) -> Any:
+def _httpx_async(patch: ClassPatch) -> Any:
     async def handle_async_request(
         self: httpx.AsyncHTTPTransport, request: httpx.Request
     ) -> httpx.Response:
-        vendors = _state.vendors
+        vendors = _vendors(patch)
+        send: Callable[[httpx.Request], Awaitable[httpx.Response]] = patch.beneath(self)
         if vendors is None or not might_be_vendor_call(request.method, request.url.path):
-            return await original(self, request)
-        return await asend_recorded(lambda sent: original(self, sent), request, vendors)
+            return await send(request)
+        return await asend_recorded(send, request, vendors)
 
     return handle_async_request
 
 
-def _httpx2_sync(original: Callable[[Any, Any], Any]) -> Any:
+def _httpx2_sync(patch: ClassPatch) -> Any:
     """httpx2's transport: the same recording, with httpx2's own types (its classes are not
     httpx's), the body read whole and handed on as a fresh httpx2 response."""
 
     def handle_request(self: Any, request: Any) -> Any:
-        vendors = _state.vendors
+        vendors = _vendors(patch)
+        send = patch.beneath(self)
         if vendors is None or not might_be_vendor_call(request.method, request.url.path):
-            return original(self, request)
+            return send(request)
         watch = _httpx2_watch(request, vendors)
         if watch is None:
-            return original(self, request)
+            return send(request)
         try:
-            response = original(self, request)
+            response = send(request)
             stream = response.stream
             try:
                 raw = b"".join(stream)
@@ -138,16 +142,17 @@ def _httpx2_sync(original: Callable[[Any, Any], Any]) -> Any:
     return handle_request
 
 
-def _httpx2_async(original: Callable[[Any, Any], Awaitable[Any]]) -> Any:
+def _httpx2_async(patch: ClassPatch) -> Any:
     async def handle_async_request(self: Any, request: Any) -> Any:
-        vendors = _state.vendors
+        vendors = _vendors(patch)
+        send = patch.beneath(self)
         if vendors is None or not might_be_vendor_call(request.method, request.url.path):
-            return await original(self, request)
+            return await send(request)
         watch = _httpx2_watch(request, vendors)
         if watch is None:
-            return await original(self, request)
+            return await send(request)
         try:
-            response = await original(self, request)
+            response = await send(request)
             stream = response.stream
             try:
                 raw = b"".join([chunk async for chunk in stream])
@@ -199,29 +204,28 @@ def _httpx2_answered(watch: Any, response: Any, raw: bytes, request: Any) -> Any
     )
 
 
-def _requests_send(original: Any) -> Any:
+def _requests_send(patch: ClassPatch) -> Any:
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        vendors = _state.vendors
+        vendors = _vendors(patch)
+        original = patch.beneath(self)
         if vendors is None or not might_be_vendor_call(
             request.method, request.url.partition("?")[0]
         ):
-            return original(self, request, *args, **kwargs)
+            return original(request, *args, **kwargs)
         try:
             watch = watch_for(httpx.URL(request.url), lambda: _body(request), vendors)
         except Exception as exc:
             logged(exc)
             watch = None
         if watch is None:
-            return original(self, request, *args, **kwargs)
+            return original(request, *args, **kwargs)
         try:
-            response = original(self, request, *args, **kwargs)
+            response = original(request, *args, **kwargs)
             raw = response.content  # read once; the caller reads the same bytes from it
         except BaseException as exc:
             watch.raised(exc)
             raise
-        headers = httpx.Headers(dict(response.headers))
-        headers.pop("content-encoding", None)  # requests has decoded the body already
-        watch.settled(response.status_code, headers, raw if isinstance(raw, bytes) else b"")
+        watch.settled_requests(response, raw)
         return response
 
     return send
