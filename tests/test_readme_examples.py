@@ -42,6 +42,7 @@ PYTHON_BLOCKS_AT_LEAST: dict[str, int] = {
     "docs/guides/frameworks/litellm.md": 1,
     "docs/guides/attribution.md": 1,
     "docs/guides/backends/index.md": 1,
+    "docs/guides/backends/langfuse.md": 1,
     "docs/guides/backends/prometheus.md": 1,
     "docs/guides/prices.md": 1,
     "docs/guides/production.md": 1,
@@ -152,6 +153,13 @@ EXPECTED_STDOUT: dict[tuple[str, str], list[re.Pattern[str]]] = {
     ("docs/guides/backends/index.md", "`configure()`"): [
         re.compile(r"refused: SPANLEDGER_PROMETHEUS_PORT must be .*"),
         re.compile(r"rerank rerank-v3\.5 priced 0\.002 USD"),
+    ],
+    # The app's Langfuse client and spanledger's from the same key: spanledger's own stays off
+    # the app's provider (payload allowed, counted); the app's client, passed in, carries both.
+    ("docs/guides/backends/langfuse.md", "When your app uses Langfuse too"): [
+        re.compile(r"your provider: \['your answer'\]"),
+        re.compile(r"spanledger's own: 1 observation, payload: True"),
+        re.compile(r"your provider: \['embeddings embed-v4\.0', 'your answer'\]"),
     ],
     # The scrape: the rerank's search unit and its priced spend, as Prometheus reads them.
     ("docs/guides/backends/prometheus.md", "Prometheus and Grafana"): [

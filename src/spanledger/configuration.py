@@ -85,8 +85,10 @@ def configure(
       (``openinference.project.name``) follows the service name unless they name one.
     - ``prometheus_port`` / ``SPANLEDGER_PROMETHEUS_PORT`` (+ ``SPANLEDGER_PROMETHEUS_ADDR``,
       default 127.0.0.1): serve the metrics for Prometheus to scrape (extra ``prometheus``).
-    - ``langfuse``: a client, or ``LANGFUSE_PUBLIC_KEY`` + ``LANGFUSE_SECRET_KEY`` (+
-      ``LANGFUSE_BASE_URL`` / ``LANGFUSE_HOST``) to build one; ``False`` turns Langfuse off.
+    - ``langfuse``: a client of yours, used as it is (flushed, never shut down), or
+      ``LANGFUSE_PUBLIC_KEY`` + ``LANGFUSE_SECRET_KEY`` (+ ``LANGFUSE_BASE_URL`` /
+      ``LANGFUSE_HOST``) to build one of spanledger's own, kept apart from any client of the
+      application's, even for the same key; ``False`` turns Langfuse off.
     - ``prices`` / ``SPANLEDGER_PRICES``: a price table (or its path) to price every event.
     - ``console`` / ``SPANLEDGER_CONSOLE`` (``1``/``true``/``yes``/``on`` or
       ``0``/``false``/``no``/``off``): one line per call on standard error.

@@ -32,6 +32,7 @@ import spanledger
 from spanledger import ErrorCategory, Event, ProviderError
 from spanledger.exporters.delivery import DeliveryStats
 from spanledger.exporters.langfuse import LangfuseExporter
+from spanledger.exporters.pipelines import LangfusePipeline
 from spanledger.providers import CohereEmbeddings, CohereReranker, JinaReranker, TEIEmbeddings
 from spanledger.testing import StandIn
 
@@ -709,9 +710,11 @@ def test_configured_exporter_counts_spans_a_failing_backend_lost(
         ] * 2
     finally:
         recorder.shutdown()
-        forget_langfuse_client()
-        if resources.tracer_provider is not None:
-            resources.tracer_provider.shutdown()
+        pipeline = exporter._pipeline
+        assert isinstance(pipeline, LangfusePipeline)
+        pipeline.shutdown(time.monotonic() + 2)  # as at exit: the client closed for good
+        assert resources._shutdown
+        pipeline.tracer_provider.shutdown()
 
 
 def test_posts_carry_the_langfuse_credentials(

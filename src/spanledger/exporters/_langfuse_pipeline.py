@@ -1,5 +1,6 @@
-"""The Langfuse pipeline spanledger builds: one client per public key and host per process,
-whose observations leave through spanledger's counting queue."""
+"""The Langfuse pipeline spanledger builds: one client per public key, secret and host per
+process, on a tracer provider of its own, whose observations leave through spanledger's
+counting queue."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from spanledger import _forksafe
-from spanledger.errors import ConfigurationError
+from spanledger._logs import get_logger
 from spanledger.exporters._export_logs import (
     EXPORT_THREAD_PREFIX,
     also_route_threads,
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LangfusePipeline", "langfuse_pipeline"]
 
+_log = get_logger("spanledger.exporters")
+
 
 class LangfusePipeline:
     """A Langfuse client whose spans leave through spanledger's counting queue.
@@ -42,6 +45,10 @@ class LangfusePipeline:
     full queue without counting; here its exporter hands each batch to spanledger's queue at
     once, and a counter on the client's tracer provider counts what was produced, so a span
     lost inside the SDK still shows (as pending, then as dropped when the pipeline closes).
+
+    ``isolated``: the client shares its resources with no other Langfuse client of the process
+    (see ``_langfuse_isolation``). When it may share them, its observations carry no payload,
+    and the resources, which may be the application's, are never shut down from here.
     """
 
     def __init__(
@@ -52,8 +59,10 @@ class LangfusePipeline:
         spans: CountingSpanProcessor,
         produced: SpanTally,
         shutdown_timeout: float,
+        isolated: bool,
     ) -> None:
         self.client = client
+        self.isolated = isolated
         self.tracer_provider = tracer_provider
         self.spans = spans
         self.produced = produced
@@ -106,7 +115,7 @@ class LangfusePipeline:
 
     def shutdown(self, deadline: float) -> None:
         """Close for good (at exit): flush, write off, and shut the client down within what is
-        left of ``deadline``."""
+        left of ``deadline`` (an isolated one only: shared resources are left to the SDK)."""
         if self._closed:
             return
         self._closed = True
@@ -114,6 +123,8 @@ class LangfusePipeline:
         self.tracer_provider.force_flush()
         self.spans.close(deadline)
         self._lost_inside_sdk = max(0, self.produced.count - self.spans.stats.produced)
+        if not self.isolated:
+            return
         call_within(
             self.client.shutdown,
             remaining(deadline),
@@ -142,9 +153,9 @@ def langfuse_pipeline(
     capture_payload: bool,
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
 ) -> LangfuseExporter:
-    """A Langfuse client exporting through a counted OTLP pipeline, made once per process
-    for a given key and host (the langfuse SDK keeps a single client per public key, so a
-    second pipeline for the same key would be silently ignored by it)."""
+    """A Langfuse client exporting through a counted OTLP pipeline, made once per process for
+    a given key, secret and host and kept apart from any Langfuse client of the application's,
+    even one for the same public key (built before or after)."""
     timeout = checked_timeout(shutdown_timeout)
     try:
         from spanledger.exporters.langfuse import LangfuseExporter
@@ -152,12 +163,6 @@ def langfuse_pipeline(
         with _langfuse_lock:
             pipeline = _LANGFUSE_PIPELINES.get((public_key, secret_key, host))
             if pipeline is None:
-                if any(key == public_key for key, _, _ in _LANGFUSE_PIPELINES):
-                    raise ConfigurationError(
-                        "a Langfuse client for this LANGFUSE_PUBLIC_KEY already exists in this "
-                        "process with another host or secret; the langfuse SDK keeps one "
-                        "client per public key"
-                    )
                 pipeline = _build_langfuse(public_key, secret_key, host, timeout)
                 _LANGFUSE_PIPELINES[(public_key, secret_key, host)] = pipeline
     except ImportError as error:
@@ -168,10 +173,10 @@ def langfuse_pipeline(
 def _build_langfuse(
     public_key: str, secret_key: str, host: str, timeout: float
 ) -> LangfusePipeline:
-    from langfuse import Langfuse
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
 
+    from spanledger.exporters._langfuse_isolation import own_client
     from spanledger.exporters._span_delivery import CountingSpanProcessor, QueueHandOff, SpanTally
 
     credentials = base64.b64encode(f"{public_key}:{secret_key}".encode()).decode("ascii")
@@ -189,7 +194,7 @@ def _build_langfuse(
     produced = SpanTally()
     tracer_provider = TracerProvider(shutdown_on_exit=False)
     tracer_provider.add_span_processor(produced)
-    client = Langfuse(
+    built = own_client(
         public_key=public_key,
         secret_key=secret_key,
         base_url=host,
@@ -198,14 +203,23 @@ def _build_langfuse(
         flush_at=64,
         flush_interval=0.2,
     )
-    _forget_langfuse_exit_handler(client)
+    if built.not_isolated is None:
+        _forget_langfuse_exit_handler(built.client)
+    else:
+        _log.warning(
+            "langfuse_not_isolated",
+            reason=built.not_isolated,
+            consequence="spanledger's observations may leave through another Langfuse "
+            "client's tracer provider, so they carry no payload",
+        )
     route_export_logs()
     return LangfusePipeline(
-        client=client,
+        client=built.client,
         tracer_provider=tracer_provider,
         spans=spans,
         produced=produced,
         shutdown_timeout=timeout,
+        isolated=built.not_isolated is None,
     )
 
 

@@ -42,6 +42,8 @@ class OwnedLangfusePipeline(Protocol):
     """The Langfuse client and counted queue behind a ``LangfuseExporter``."""
 
     shutdown_timeout: float
+    isolated: bool
+    """Whether the client shares its resources with no other Langfuse client of the process."""
 
     @property
     def stats(self) -> DeliveryStats:

@@ -232,10 +232,17 @@ class _Retried:
 class LangfuseExporter:
     """A recorder sink that renders each call as a Langfuse observation.
 
-    ``client`` defaults to ``langfuse.get_client()``. ``capture_payload=True`` sends inputs,
-    the query and documents as the observation input and rerank results as its output (never
-    vectors), each as JSON text capped at ``payload_cap`` bytes. ``pipeline`` is the counted
-    one ``spanledger.exporters.pipelines`` built for the client, if it did.
+    ``client`` is yours and used as it is (default: ``langfuse.get_client()``, the process's
+    client): never rebound, and only flushed by ``flush`` and ``shutdown``, never shut down
+    unless ``owns_client=True`` asks for it. The observations go where your client sends its
+    own, through its tracer provider. ``pipeline`` is the counted one
+    ``spanledger.exporters.pipelines`` built from keys for ``client``, if it did: isolated from
+    every other client of the process, or, where the SDK allowed no isolation, sending no
+    payload whatever ``capture_payload`` says.
+
+    ``capture_payload=True`` sends inputs, the query and documents as the observation input
+    and rerank results as its output (never vectors), each as JSON text capped at
+    ``payload_cap`` bytes.
     """
 
     def __init__(
@@ -254,7 +261,7 @@ class LangfuseExporter:
 
             client = get_client()
         self.client = client
-        self.capture_payload = capture_payload
+        self.capture_payload = capture_payload and (pipeline is None or pipeline.isolated)
         self.payload_cap = payload_cap
         self._owns_client = owns_client
         self._pipeline = pipeline
@@ -473,9 +480,9 @@ class LangfuseExporter:
 
     def shutdown(self, timeout: float | None = None) -> None:
         """Flush within ``timeout`` seconds; what a spanledger-built pipeline could not
-        deliver by then is counted dropped. A client this exporter owns is shut down too; a
-        pipeline stays up for the next recorder on the same key (the SDK keeps one client per
-        key), and is closed at exit."""
+        deliver by then is counted dropped. A given client is shut down too only when
+        ``owns_client=True`` said so; a pipeline stays up for the next recorder on the same
+        keys and host, and is closed at exit."""
         deadline = self._deadline(timeout)
         if self._pipeline is not None:
             self._pipeline.drain(deadline)
