@@ -1,8 +1,12 @@
-"""Shared rigs for the rerank-chain tests: the stand-in server, providers bound to it, and
-small ranking functions that keep (or break) the outcome contract on purpose."""
+"""Shared rigs for the rerank-chain tests: the stand-in server, providers bound to it, a
+server that trickles its answer, and small ranking functions that keep (or break) the outcome
+contract on purpose."""
 
 from __future__ import annotations
 
+import json
+import socket
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
@@ -170,3 +174,59 @@ def otel() -> Iterator[Otel]:
     made = Otel()
     yield made
     made.shutdown()
+
+
+class Trickle:
+    """A loopback server answering every request with a sound Cohere rerank answer, sent one
+    byte every ``interval`` seconds, status line and headers included: each read a client
+    makes gets a byte well within any read timeout, so only a deadline on the whole exchange
+    ends it. ``close`` stops every answer still trickling."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.closing = threading.Event()
+        self.served = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closing.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection:
+            received = b""
+            while b"\r\n\r\n" not in received:
+                chunk = connection.recv(65536)
+                if not chunk:
+                    return
+                received += chunk
+            self.served += 1
+            body = json.dumps(
+                {"id": "t", "results": [{"index": 1, "relevance_score": 0.9}], "meta": {}}
+            ).encode()
+            head = f"HTTP/1.1 200 OK\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+            answer = head + body
+            for position in range(len(answer)):
+                if self.closing.wait(self.interval):
+                    return
+                try:
+                    connection.sendall(answer[position : position + 1])
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.closing.set()
+        self._listener.close()
+
+
+@pytest.fixture
+def trickle() -> Iterator[Trickle]:
+    server = Trickle()
+    yield server
+    server.close()

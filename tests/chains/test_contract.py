@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pytest
 
 from spanledger.chains._contract import broken_rule
@@ -66,7 +68,7 @@ def test_an_index_past_the_end_is_refused() -> None:
 
 
 def test_a_negative_index_is_refused_when_the_result_is_built() -> None:
-    _through_chain([(1, 0.9), (-1, 0.8), (0, 0.5), (2, 0.1)], "index in range")
+    _through_chain([(1, 0.9), (-1, 0.8), (0, 0.5), (2, 0.1)], "result 2's index is out of range")
 
 
 def test_a_negative_index_sneaked_past_validation_is_refused() -> None:
@@ -76,7 +78,7 @@ def test_a_negative_index_sneaked_past_validation_is_refused() -> None:
 
 def test_an_index_that_is_no_int_is_refused() -> None:
     broken = [sneaked(1, 0.9), sneaked("3", 0.8), sneaked(0, 0.5), sneaked(2, 0.1)]
-    _through_chain(broken, "out of range")
+    _through_chain(broken, "result 2's index is a str, not an int")
 
 
 @pytest.mark.parametrize("score", [math.nan, math.inf, -math.inf])
@@ -86,7 +88,57 @@ def test_a_score_that_is_not_finite_is_refused(score: float) -> None:
 
 
 def test_a_non_finite_score_in_a_pair_is_refused() -> None:
-    _through_chain([(1, 0.9), (3, math.nan), (0, 0.5), (2, 0.1)], "finite score")
+    _through_chain([(1, 0.9), (3, math.nan), (0, 0.5), (2, 0.1)], "not a finite number")
+
+
+def test_a_bool_or_a_string_is_no_score() -> None:
+    """Regression: pairs went through ``float()``, so ``True`` ranked as 1.0 and ``"0.5"`` as
+    0.5, and this answer was kept as a ranking."""
+    two = DOCUMENTS[:2]
+    steps = [CallableStep(returning([(1, True), (0, "0.5")]), name="broken"), good]
+    outcome = with_fallback(steps, QUERY, two)
+    refused, kept = outcome.attempts
+    assert (refused.status, refused.reason) == ("failed", "invalid_results")
+    assert refused.detail == "a ranking item's score is a bool, not a finite number"
+    assert kept.status == "ok"
+    assert outcome.answered_by == 1
+
+
+@pytest.mark.parametrize(
+    ("pair", "says"),
+    [
+        ((3, "0.8"), "score is a str"),
+        ((3, b"0.8"), "score is a bytes"),
+        ((3, False), "score is a bool"),
+        ((3, np.bool_(True)), "score is a bool"),
+        ((3, None), "score is a NoneType"),
+        ((3, Decimal("0.8")), "score is a Decimal"),
+        (("3", 0.8), "index is a str, not an int"),
+        ((True, 0.8), "index is a bool, not an int"),
+        ((3.0, 0.8), "index is a float, not an int"),
+    ],
+)
+def test_a_pair_takes_its_index_and_score_as_they_are(pair: tuple[Any, Any], says: str) -> None:
+    _through_chain([(1, 0.9), pair, (0, 0.5), (2, 0.1)], says)
+
+
+async def test_the_async_chain_refuses_a_bool_score_too() -> None:
+    steps = [CallableStep(returning([(1, True), (0, 0.5)]), name="broken"), good]
+    outcome = await awith_fallback(steps, QUERY, DOCUMENTS[:2])
+    assert [a.reason for a in outcome.attempts] == ["invalid_results", None]
+
+
+def test_numpy_numbers_are_scores_and_indices() -> None:
+    pairs = [(np.int64(1), np.float32(0.5)), (3, np.float64(0.25)), (0, 0), (np.int32(2), 0)]
+    outcome = with_fallback([answering(*pairs)], QUERY, DOCUMENTS)  # type: ignore[arg-type]
+    assert outcome.status == "ok"
+    assert [(r.index, r.relevance_score) for r in outcome.results] == [
+        (1, 0.5),
+        (3, 0.25),
+        (0, 0.0),
+        (2, 0.0),
+    ]
+    assert all(type(r.index) is int and type(r.relevance_score) is float for r in outcome.results)
 
 
 def test_rising_scores_are_refused() -> None:
@@ -180,9 +232,9 @@ def test_broken_rule_refuses_what_is_no_list_of_scored_documents() -> None:
         (((0, 1.0),), 2, None, "1 results where 2"),
         (((0, 1.0), (1, 0.5), (2, 0.1)), 3, 2, "more results (3) than top_k (2)"),
         (((0, 1.0), (0, 0.5)), 2, None, "scored more than once"),
-        (((0, 1.0), (2, 0.5)), 2, None, "index 2 is out of range"),
-        (((-1, 1.0), (0, 0.5)), 2, None, "index -1 is out of range"),
-        (((True, 1.0), (0, 0.5)), 2, None, "out of range"),
+        (((0, 1.0), (2, 0.5)), 2, None, "result 2's index is out of range for 2 documents"),
+        (((-1, 1.0), (0, 0.5)), 2, None, "result 1's index is out of range"),
+        (((True, 1.0), (0, 0.5)), 2, None, "result 1's index is a bool, not an int"),
         (((0, math.nan), (1, 0.5)), 2, None, "not a finite number"),
         (((0, 1.0), (1, math.inf)), 2, None, "not a finite number"),
         (((0, "1.0"), (1, 0.5)), 2, None, "not a finite number"),

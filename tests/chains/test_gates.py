@@ -4,6 +4,7 @@ or hangs skips its step, and a hanging gate never holds the chain past its deadl
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -11,12 +12,15 @@ from typing import Any
 
 import pytest
 
+from spanledger.chains import when
+from spanledger.chains._chain import REASON_LENGTH
 from spanledger.costs import CostCode, CostStatus
+from spanledger.exporters.langfuse import chain_metadata
 from spanledger.ledger import price_outcome
 from spanledger.providers.fallback import awith_fallback, with_fallback
 from spanledger.providers.steps import CallableStep, GateCheck, step
 
-from .conftest import DOCUMENTS, PRICES, QUERY, Providers, good
+from .conftest import DOCUMENTS, PRICES, QUERY, SENTINEL, Otel, Providers, good
 
 
 @pytest.fixture
@@ -51,6 +55,58 @@ def test_a_gate_saying_false_skips_its_step() -> None:
 def test_a_gate_saying_a_string_skips_with_that_reason() -> None:
     outcome = with_fallback(_gated(lambda check: "over_budget"), QUERY, DOCUMENTS)
     assert _reasons(outcome) == [("skipped", "over_budget"), ("ok", None)]
+
+
+@pytest.mark.parametrize(
+    "reason", ["over_budget", "tier:gold-1.5", "A" * REASON_LENGTH, "x", "budget.spent:EU"]
+)
+def test_a_gates_reason_within_the_rule_is_kept_as_it_is(reason: str) -> None:
+    outcome = with_fallback(_gated(lambda check: reason), QUERY, DOCUMENTS)
+    assert _reasons(outcome)[0] == ("skipped", reason)
+
+
+@pytest.mark.parametrize(
+    ("reason", "kept"),
+    [
+        ("quota spent", "quota_spent"),
+        ("über\nbudget\x1b[31m", "_ber_budget__31m"),
+        ("a/b=c'd\"e", "a_b_c_d_e"),
+        ("x" * 10_000, "x" * REASON_LENGTH),
+        ("ü" * 10_000, "_" * REASON_LENGTH),
+    ],
+)
+def test_a_gates_reason_is_bounded_before_anything_renders_it(
+    reason: str, kept: str, otel: Otel
+) -> None:
+    outcome = with_fallback(
+        _gated(when(lambda: False, reason)), QUERY, DOCUMENTS, recorder=otel.recorder
+    )
+    assert _reasons(outcome)[0] == ("skipped", kept)
+    (chain,) = [span for span in otel.spans() if span.name == "rerank_chain"]
+    event = dict(chain.events[0].attributes or {})
+    assert event["spanledger.attempt.reason"] == kept
+    assert chain_metadata(outcome)["attempts"][0]["reason"] == kept
+
+
+def test_a_gates_reason_never_carries_what_it_quotes(otel: Otel) -> None:
+    """A gate that quotes the request (or anything long) in its reason leaves at most the
+    rule's first characters, made safe, on the span."""
+    quoting = f"declined for {QUERY} because {DOCUMENTS[0]}" * 50
+    outcome = with_fallback(_gated(lambda check: quoting), QUERY, DOCUMENTS, recorder=otel.recorder)
+    reason = outcome.attempts[0].reason
+    assert reason is not None
+    assert len(reason) <= REASON_LENGTH
+    assert re.fullmatch(r"[A-Za-z0-9_.:-]+", reason)
+    (chain,) = [span for span in otel.spans() if span.name == "rerank_chain"]
+    assert SENTINEL not in repr(chain.events[0].attributes)
+
+
+async def test_an_async_gates_reason_is_bounded_too() -> None:
+    async def gate(check: GateCheck) -> str:
+        return "quiet hours\t" * 20
+
+    outcome = await awith_fallback(_gated(gate), QUERY, DOCUMENTS)
+    assert _reasons(outcome)[0] == ("skipped", ("quiet_hours_" * 20)[:REASON_LENGTH])
 
 
 def test_a_gate_that_raises_skips_its_step() -> None:

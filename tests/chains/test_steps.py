@@ -254,6 +254,28 @@ def test_a_cross_encoder_returning_the_wrong_count_fails() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("scores", "says"),
+    [
+        (np.array([True, False, True, False]), "a score is a bool"),
+        ([0.9, "0.5", 0.2, 0.1], "a score is a str"),
+        ([0.9, 0.5, True, 0.1], "a score is a bool"),
+        ([0.9, 0.5, float("nan"), 0.1], "a score is a float, not a finite number"),
+    ],
+)
+def test_a_cross_encoder_score_that_is_no_number_is_refused(scores: Any, says: str) -> None:
+    class Model:
+        def predict(self, pairs: list[tuple[str, str]]) -> Any:
+            return scores
+
+    outcome = with_fallback([CrossEncoderStep(Model()), good], QUERY, DOCUMENTS)
+    refused = outcome.attempts[0]
+    assert (refused.status, refused.reason) == ("failed", "invalid_results")
+    assert refused.detail is not None
+    assert says in refused.detail
+    assert outcome.answered_by == 1
+
+
 def test_a_cross_encoder_is_named_from_its_config_or_its_class() -> None:
     class Config:
         _name_or_path = "/home/someone/models/cross-encoder/ms-marco-MiniLM-L6-v2/"

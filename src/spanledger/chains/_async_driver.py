@@ -1,7 +1,9 @@
 """Walking a chain in async code: each step and each coroutine gate runs as a task, awaited
-until it ends, its budget runs out (it is then cancelled) or the caller cancels, by the token
-or by cancelling the task that awaits the chain; a sync gate runs on a worker thread. The chain
-answers the caller's cancellation with its ``aborted`` outcome, and takes the cancellation back.
+until it ends, its budget runs out (it is then cancelled and given a moment to unwind) or the
+caller cancels, by the token or by cancelling the task that awaits the chain; a sync gate runs
+on a worker thread. The caller's cancellation is heard whenever it lands, even while a step
+that ran out of its budget is still unwinding: the chain answers it with its ``aborted``
+outcome at once, and takes the cancellation back.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+from collections.abc import Callable
 from typing import Any
 
-from spanledger.chains._bounded import CancelToken, arun_in_thread
+from spanledger.chains._bounded import SETTLE, CancelToken, arun_in_thread
 from spanledger.chains._chain import Chain
 from spanledger.chains._walk import (
     ABORTED,
@@ -31,103 +34,56 @@ __all__ = ["run_async"]
 
 async def run_async(chain: Chain, cancel: CancelToken | None) -> RerankOutcome:
     """The chain's outcome, awaiting on the running loop what its walk asks."""
-    waker = _TokenWaker(cancel) if cancel is not None else None
-    steps = walk(chain, cancel)
+    caller = _Caller(cancel)
+    steps = walk(chain, caller)
     ended: Ended | None = None
     try:
         while True:
             request = resume(steps, ended)
             if isinstance(request, RerankOutcome):
-                if ended is not None and ended.how == "aborted":
-                    _uncancel()
                 return request
-            ended = await _waited(chain, request, waker)
+            ended = await _waited(chain, request, caller)
     finally:
-        if waker is not None:
-            waker.close()
+        caller.close()
 
 
-async def _waited(chain: Chain, request: Request, waker: _TokenWaker | None) -> Ended:
-    if isinstance(request, RunStep):
-        step, budget = request.step, request.budget
-        task = asyncio.ensure_future(step.arank(chain.query, chain.documents, chain.top_k, budget))
-        ended = await _task_ended(task, budget, waker)
-        if ended.how == "aborted":  # give the step a moment to record its own call as it unwinds
-            _uncancel()
-            await _cancelled(task)
-        return ended
-    gate, check = request.gate, request.check
-    if not inspect.iscoroutinefunction(gate):
-        return await _thread_gate_ended(gate, check, request.budget, waker)
-    task = asyncio.ensure_future(gate(check))
-    ended = await _task_ended(task, request.budget, waker)
-    if ended.how in ("aborted", "interrupted"):
-        task.cancel()
-    return ended
+class _Caller:
+    """The caller's cancellation as the walk asks for it (``is_set``): the token, or the task
+    that awaits the chain cancelled, a cancellation the chain has taken back since it answers
+    it with its outcome. ``woken`` resolves when the token is set (from any thread)."""
 
+    def __init__(self, token: CancelToken | None) -> None:
+        self.token = token
+        self.cancelled_task = False
+        self.woken: asyncio.Future[None] | None = None
+        self.close: Callable[[], None] = lambda: None
+        if token is not None:
+            loop = asyncio.get_running_loop()
+            woken: asyncio.Future[None] = loop.create_future()
 
-async def _task_ended(task: asyncio.Future[Any], budget: float, waker: _TokenWaker | None) -> Ended:
-    """How ``task`` ended within ``budget`` seconds; a ``BaseException`` that is not an
-    ``Exception`` (nor a cancellation) propagates."""
-    try:
-        value = await _bounded(task, budget, waker)
-    except (asyncio.CancelledError, _Aborted) as stop:
-        return ABORTED if _by_caller(stop) else INTERRUPTED
-    except TimeoutError:
-        return TIMED_OUT
-    except Exception as error:
-        return Ended("raised", error=error)
-    return Ended("done", value)
+            def wake() -> None:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_resolve, woken)
 
+            self.woken = woken
+            self.close = token.when_cancelled(wake)
 
-async def _thread_gate_ended(
-    gate: Gate, check: GateCheck, budget: float, waker: _TokenWaker | None
-) -> Ended:
-    """A sync gate's verdict from a worker thread; the token ends the wait for a hung one as it
-    does for a step."""
-    waiting = asyncio.ensure_future(arun_in_thread(lambda: gate(check), budget))
-    try:
-        finished = await _bounded(waiting, budget, waker)
-    except TimeoutError:
-        return TIMED_OUT
-    except (asyncio.CancelledError, _Aborted):
-        waiting.cancel()
-        return ABORTED
-    return Ended.of(finished)
+    def is_set(self) -> bool:
+        return self.cancelled_task or (self.token is not None and self.token.is_set())
 
+    def took_cancellation(self) -> None:
+        """The task awaiting the chain was cancelled: the chain ends ``aborted`` and takes the
+        cancellation back."""
+        self.cancelled_task = True
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            task.uncancel()
 
-class _Aborted(Exception):
-    """The caller cancelled the chain while it waited."""
-
-
-def _by_caller(stop: BaseException) -> bool:
-    """Whether ``stop`` is the caller's cancellation (the token, or the awaiting task
-    cancelled), rather than a step's or a gate's own task ending cancelled."""
-    if isinstance(stop, _Aborted):
-        return True
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-def _uncancel() -> None:
-    """Take back the cancellation the chain has answered with its ``aborted`` outcome."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        task.uncancel()
-
-
-class _TokenWaker:
-    """An asyncio future that resolves when the token is set (from any thread)."""
-
-    def __init__(self, token: CancelToken) -> None:
-        loop = asyncio.get_running_loop()
-        self.future: asyncio.Future[None] = loop.create_future()
-
-        def wake() -> None:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_resolve, self.future)
-
-        self.close = token.when_cancelled(wake)
+    def waiting_with(self, future: asyncio.Future[Any]) -> set[asyncio.Future[Any]]:
+        """``future`` and, while the token is not set, what wakes when it is."""
+        if self.woken is None or self.woken.done():
+            return {future}
+        return {future, self.woken}
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -135,27 +91,95 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-async def _bounded(task: asyncio.Future[Any], budget: float, waker: _TokenWaker | None) -> Any:
-    """``task``'s result within ``budget`` seconds: ``TimeoutError`` (the task cancelled) at
-    the budget, ``_Aborted`` when the token is set first."""
-    waiting: set[asyncio.Future[Any]] = {task}
-    if waker is not None:
-        waiting.add(waker.future)
-    done, _ = await asyncio.wait(waiting, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
+async def _waited(chain: Chain, request: Request, caller: _Caller) -> Ended:
+    if isinstance(request, RunStep):
+        step, budget = request.step, request.budget
+        task = asyncio.ensure_future(step.arank(chain.query, chain.documents, chain.top_k, budget))
+        ended = await _task_ended(task, budget, caller)
+        if ended.how == "aborted":  # give the step a moment to record its own call as it unwinds
+            await _cancelled(task, caller)
+        return ended
+    gate, check = request.gate, request.check
+    if not inspect.iscoroutinefunction(gate):
+        return await _thread_gate_ended(gate, check, request.budget, caller)
+    task = asyncio.ensure_future(gate(check))
+    ended = await _task_ended(task, request.budget, caller)
+    if ended.how in ("aborted", "interrupted"):
+        task.cancel()
+    return ended
+
+
+async def _task_ended(task: asyncio.Future[Any], budget: float, caller: _Caller) -> Ended:
+    """How ``task`` ended within ``budget`` seconds; a ``BaseException`` that is not an
+    ``Exception`` (nor a cancellation) propagates."""
+    try:
+        value = await _bounded(task, budget, caller)
+    except _Aborted:
+        return ABORTED
+    except asyncio.CancelledError:
+        if not _by_caller():  # the step's or the gate's own task ended cancelled
+            return INTERRUPTED
+        caller.took_cancellation()
+        return ABORTED
+    except TimeoutError:
+        return TIMED_OUT
+    except Exception as error:
+        return Ended("raised", error=error)
+    return Ended("done", value)
+
+
+async def _thread_gate_ended(gate: Gate, check: GateCheck, budget: float, caller: _Caller) -> Ended:
+    """A sync gate's verdict from a worker thread; the token ends the wait for a hung one as it
+    does for a step."""
+    waiting = asyncio.ensure_future(arun_in_thread(lambda: gate(check), budget))
+    try:
+        finished = await _bounded(waiting, budget, caller)
+    except TimeoutError:
+        return TIMED_OUT
+    except _Aborted:
+        waiting.cancel()
+        return ABORTED
+    except asyncio.CancelledError:  # only the caller cancels this wait
+        waiting.cancel()
+        caller.took_cancellation()
+        return ABORTED
+    return Ended.of(finished)
+
+
+class _Aborted(Exception):
+    """The token was set while the chain waited."""
+
+
+def _by_caller() -> bool:
+    """Whether a cancellation that reached the chain is the caller's (the task awaiting the
+    chain cancelled), rather than a step's or a gate's own task ending cancelled."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _bounded(task: asyncio.Future[Any], budget: float, caller: _Caller) -> Any:
+    """``task``'s result within ``budget`` seconds: ``TimeoutError`` at the budget (the task
+    cancelled and given a moment to unwind), ``_Aborted`` when the token is set first (the
+    task is left to the caller)."""
+    done, _ = await asyncio.wait(
+        caller.waiting_with(task), timeout=budget, return_when=asyncio.FIRST_COMPLETED
+    )
     if task in done:
         return task.result()
-    await _cancelled(task)
-    if waker is not None and waker.future in done:
+    if caller.woken is not None and caller.woken in done:
         raise _Aborted
+    await _cancelled(task, caller)
     raise TimeoutError
 
 
-_SETTLE = 0.1
-"""Seconds a cancelled step gets to unwind (its call records its own event as it does)."""
-
-
-async def _cancelled(task: asyncio.Future[Any]) -> None:
-    """Cancel ``task`` and give it a moment to unwind; one that ignores cancellation is left."""
+async def _cancelled(task: asyncio.Future[Any], caller: _Caller) -> None:
+    """Cancel ``task`` and give it ``SETTLE`` seconds to unwind (its call records its own
+    event as it does); one that ignores cancellation is left. The caller's cancellation ends
+    the wait at once: the chain hears it (``caller.is_set()``) and aborts."""
     task.cancel()
-    with contextlib.suppress(BaseException):
-        await asyncio.wait({task}, timeout=_SETTLE)
+    try:
+        await asyncio.wait(
+            caller.waiting_with(task), timeout=SETTLE, return_when=asyncio.FIRST_COMPLETED
+        )
+    except asyncio.CancelledError:
+        caller.took_cancellation()

@@ -3,11 +3,13 @@
 Python cannot stop a thread, so what may overrun runs on a worker thread (a daemon, reused
 between runs), carrying the caller's context (recorder, request scope, trace); the chain waits
 for it until the budget runs out or the caller cancels, then moves on and leaves it to finish on
-its own (what it emits still reaches the recorder). Each wait is bounded by the budget.
+its own (what it emits still reaches the recorder). Each wait is bounded by the budget, and by
+``SETTLE`` more for a step whose own call ends at its budget.
 """
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import contextlib
 import contextvars
@@ -20,7 +22,12 @@ from typing import Any, Literal, Protocol
 
 from spanledger import _forksafe
 
-__all__ = ["CancelToken", "Cancellable", "Finished", "arun_in_thread", "run_in_thread"]
+__all__ = ["SETTLE", "CancelToken", "Cancellable", "Finished", "arun_in_thread", "run_in_thread"]
+
+SETTLE = 0.1
+"""Seconds a step left at its budget gets to end on its own, so that the call it made records
+its own event before the chain ends (a remote call's timeout ends it at about its budget; an
+async step is cancelled and unwinds)."""
 
 _POLL = 0.005
 """Seconds between looks at a cancel flag that cannot wake a waiter (a plain
@@ -93,7 +100,7 @@ class Finished:
 
 
 def _runner(
-    function: Callable[[], Any], box: Finished, done: threading.Event
+    function: Callable[[], Any], box: Finished, ended: Callable[[], None]
 ) -> Callable[[], None]:
     context = contextvars.copy_context()
 
@@ -104,9 +111,20 @@ def _runner(
         except BaseException as error:  # handed to the chain, which records it
             box.error, box.how = error, "raised"
         finally:
-            done.set()
+            ended()
 
     return run
+
+
+def _opener(latch: _thread.LockType) -> Callable[[], None]:
+    """What opens ``latch`` (a lock the waiter holds): the run ending, or the token; whichever
+    comes second finds it open already."""
+
+    def open_latch() -> None:
+        with contextlib.suppress(RuntimeError):
+            latch.release()
+
+    return open_latch
 
 
 _IDLE_SECONDS = 60.0
@@ -160,32 +178,37 @@ _workers = _Workers()
 
 
 def run_in_thread(
-    function: Callable[[], Any], budget: float, cancel: Cancellable | None
+    function: Callable[[], Any], budget: float, cancel: Cancellable | None, settle: float = 0.0
 ) -> Finished:
     """Run ``function`` on a worker thread and wait at most ``budget`` seconds, or until
-    ``cancel`` is set."""
+    ``cancel`` is set. At the budget, wait ``settle`` seconds more for it to end on its own
+    (what it recorded lands first); it has timed out all the same."""
     if cancel is not None and cancel.is_set():
         return Finished("cancelled")
     box = Finished("timeout")
-    done = threading.Event()
+    latch = _thread.allocate_lock()  # cheaper to hand over than an Event: one lock, no condition
+    latch.acquire()
+    opened = _opener(latch)
     forget: Callable[[], None] = lambda: None  # noqa: E731
     if isinstance(cancel, CancelToken):
-        forget = cancel.when_cancelled(done.set)
-    _workers.run(_runner(function, box, done))
+        forget = cancel.when_cancelled(opened)
+    _workers.run(_runner(function, box, opened))
     try:
         end = time.monotonic() + budget
         polling = cancel is not None and not isinstance(cancel, CancelToken)
         while True:
             left = end - time.monotonic()
             if left <= 0:
+                if settle > 0 and not (cancel is not None and cancel.is_set()):
+                    latch.acquire(True, settle)
                 return Finished("timeout")
-            finished = done.wait(min(left, _POLL if polling else _LONGEST_WAIT))
+            woken = latch.acquire(True, min(left, _POLL if polling else _LONGEST_WAIT))
             if box.how != "timeout":
                 return box
             if cancel is not None and cancel.is_set():
                 return Finished("cancelled")
-            if finished:
-                return Finished("cancelled")  # woken by the token
+            if woken:
+                return Finished("cancelled")  # opened by the token
     finally:
         forget()
 
@@ -197,8 +220,7 @@ async def arun_in_thread(function: Callable[[], Any], budget: float | None) -> F
     loop = asyncio.get_running_loop()
     future: asyncio.Future[None] = loop.create_future()
     box = Finished("timeout")
-    done = threading.Event()
-    run = _runner(function, box, done)
+    run = _runner(function, box, lambda: None)
 
     def run_then_wake() -> None:
         run()

@@ -8,6 +8,7 @@ share all of it; they differ only in how a step or a gate is run and waited for.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -22,8 +23,10 @@ from spanledger.events import RerankUsage, ScoredDocument, trusted_builder_of
 from spanledger.outcomes import AttemptStatus, FallbackAttempt, Reason, RerankOutcome
 
 __all__ = [
+    "REASON_LENGTH",
     "Chain",
     "OnAttempt",
+    "gate_reason",
     "invalid_request",
     "request_problem",
     "skipped_outcome",
@@ -44,6 +47,19 @@ EVERY_STEP_FAILED = "every step failed; results are the input order"
 IDENTITY_KEPT = "no step ranked; the identity step kept the input order"
 FALLBACK_ANSWERED = "answered by a fallback step"
 ABORTED = "cancelled by the caller"
+
+
+REASON_LENGTH = 64
+"""The most characters of a gate's own reason an attempt keeps."""
+_NOT_IN_A_REASON = re.compile(r"[^A-Za-z0-9_.:-]")
+
+
+def gate_reason(text: str) -> str:
+    """A gate's own reason as its attempt carries it to spans, logs and Langfuse: a code of at
+    most ``REASON_LENGTH`` characters, each an ASCII letter, a digit, or one of ``_ - . :``;
+    any other character becomes ``_`` and the rest is cut. A gate's string is the user's, so it
+    is bounded before anything renders it."""
+    return _NOT_IN_A_REASON.sub("_", text[:REASON_LENGTH])
 
 
 def skipped_outcome() -> RerankOutcome:
@@ -180,7 +196,7 @@ class Chain:
         if verdict is False:
             return Reason.GATE_DECLINED
         if isinstance(verdict, str) and verdict:
-            return verdict
+            return gate_reason(verdict)
         return Reason.GATE_FAILED
 
     # ---------------------------------------------------------------- attempts

@@ -60,10 +60,10 @@ Request = RunGate | RunStep
 @dataclass(frozen=True, slots=True)
 class Ended:
     """What became of a gate or a step the walk asked for: ``done`` (``value``), ``raised``
-    (``error``), ``timeout`` (its budget ran out, or it raised ``TimeoutError`` in an async
-    chain), ``aborted`` (the caller cancelled the chain) or ``interrupted`` (it ended with
-    neither an answer nor an error of its own: its task was cancelled, or its worker thread
-    ended on a ``BaseException`` that is not an ``Exception``)."""
+    (``error``), ``timeout`` (its budget ran out, or it raised ``TimeoutError``), ``aborted``
+    (the caller cancelled the chain) or ``interrupted`` (it ended with neither an answer nor an
+    error of its own: its task was cancelled, or its worker thread ended on a
+    ``BaseException`` that is not an ``Exception``)."""
 
     how: Literal["done", "raised", "timeout", "aborted", "interrupted"]
     value: Any = None
@@ -75,9 +75,16 @@ class Ended:
         if finished.how == "done":
             return Ended("done", finished.value)
         if finished.how == "raised":
-            error = finished.error
-            return Ended("raised", error=error) if isinstance(error, Exception) else INTERRUPTED
+            return Ended.raised(finished.error)
         return TIMED_OUT if finished.how == "timeout" else ABORTED
+
+    @staticmethod
+    def raised(error: BaseException | None) -> Ended:
+        """A run that raised ``error``: a ``TimeoutError`` is its budget running out, as an
+        async chain hears it."""
+        if isinstance(error, TimeoutError):
+            return TIMED_OUT
+        return Ended("raised", error=error) if isinstance(error, Exception) else INTERRUPTED
 
 
 ABORTED = Ended("aborted")
@@ -137,6 +144,8 @@ def walk(chain: Chain, cancel: Cancellable | None) -> Walk:
             chain.abandoned(current, started, t0, breaker, aborted=aborted)
             if ended.how == "aborted":
                 return chain.aborted()
+    if cancel is not None and cancel.is_set():  # heard while the last step was left behind
+        return chain.aborted()
     return chain.outcome(None)
 
 

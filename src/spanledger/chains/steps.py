@@ -19,15 +19,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
+import numbers
 import re
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import ValidationError
-
 from spanledger.chains._bounded import arun_in_thread
-from spanledger.chains._contract import InvalidAnswer
+from spanledger.chains._contract import InvalidAnswer, score_of
 from spanledger.events import RerankResponse, RerankUsage, ScoredDocument, trusted_builder_of
 from spanledger.outcomes import FallbackAttempt, StepKind
 from spanledger.providers import RerankProvider
@@ -49,7 +49,8 @@ __all__ = [
 
 
 _scored = trusted_builder_of(ScoredDocument)
-"""Local steps make their results from finite floats they checked: no validation pass."""
+"""Local steps and pairs make their results from whole numbers and finite floats they checked:
+no validation pass (the contract checks each index's range)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,22 +79,25 @@ class GateCheck:
 
 Gate = Callable[[GateCheck], Any]
 """Decides before a step runs: ``True`` runs it; ``False`` skips it (``gate_declined``) and a
-string skips it with that string as the reason. A gate may be a coroutine function in an async
-chain. One that raises skips its step (``gate_failed``); one that hangs is abandoned at the
-chain's deadline (``gate_timeout``)."""
+string skips it with that string as the reason, kept as a code (at most 64 characters, each an
+ASCII letter, a digit or one of ``_ - . :``; any other becomes ``_``). A gate may be a
+coroutine function in an async chain. One that raises skips its step (``gate_failed``); one
+that hangs is abandoned at the chain's deadline (``gate_timeout``)."""
 
 
 class RerankStep:
     """A chain step: what it is, who it would bill, and how to run it.
 
-    ``gate`` and ``timeout`` (seconds, within the chain's deadline) are the step's own;
-    ``cooperative`` steps end within their budget by themselves (a remote call honours its
-    timeout; BM25 is bounded by its input), so a sync chain runs them on its own thread; others
-    run on a worker thread it can stop waiting for.
+    ``gate`` and ``timeout`` (seconds, within the chain's deadline) are the step's own. A sync
+    chain runs a step on a worker thread it stops waiting for at the step's budget, unless the
+    step ``runs_inline`` for the documents given (work that ends within about a millisecond
+    whatever happens), which it runs on its own thread. ``ends_at_budget``: the step's own
+    call ends at about its budget and records an event as it does (a remote call's timeout),
+    so a chain that stopped waiting for it gives it a moment to.
     """
 
     kind: ClassVar[StepKind]
-    cooperative: ClassVar[bool] = False
+    ends_at_budget: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -114,6 +118,11 @@ class RerankStep:
     def missing_key(self) -> str | None:
         """The key variable a call would be refused for lacking (remote steps only)."""
         return None
+
+    def runs_inline(self, documents: Sequence[str]) -> bool:
+        """Whether ranking ``documents`` is so little work that a sync chain runs it on its
+        own thread: it cannot overrun a budget by more than about a millisecond."""
+        return False
 
     def rank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
@@ -137,10 +146,12 @@ class RerankStep:
 
 
 class ProviderStep(RerankStep):
-    """A remote reranker."""
+    """A remote reranker. Its budget is its call's HTTP timeout, which bounds each read, not
+    the exchange: a server that trickles its answer keeps a call going past any timeout, so a
+    sync chain runs it on a worker thread and stops waiting at the budget."""
 
     kind = "provider"
-    cooperative = True
+    ends_at_budget = True
 
     def __init__(
         self,
@@ -213,11 +224,24 @@ class CrossEncoderStep(RerankStep):
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
     ) -> StepRanking:
         options = {} if self.batch_size is None else {"batch_size": self.batch_size}
-        raw = self.cross_encoder.predict([(query, d) for d in documents], **options)
-        scores = [float(score) for score in raw]
+        predicted = self.cross_encoder.predict([(query, d) for d in documents], **options)
+        raw = predicted.tolist() if callable(getattr(predicted, "tolist", None)) else predicted
+        scores = _scores(raw)
         if len(scores) != len(documents):
             raise ValueError(f"{len(scores)} scores for {len(documents)} documents")
         return StepRanking(ranked_by_scores(scores, top_k))
+
+
+def _scores(raw: Iterable[object]) -> list[float]:
+    """A model's scores as floats; ``InvalidAnswer`` (naming the type) for one that is no
+    finite number, a bool or a string among them."""
+    scores: list[float] = []
+    for value in raw:
+        score = score_of(value)
+        if score is None:
+            raise InvalidAnswer(f"a score is a {type(value).__name__}, not a finite number")
+        scores.append(score)
+    return scores
 
 
 _WORDS = re.compile(r"\w+")
@@ -227,12 +251,17 @@ def _terms(text: str) -> list[str]:
     return _WORDS.findall(text.lower())
 
 
+INLINE_CHARACTERS = 4096
+"""BM25 over documents of at most this many characters in all (about a millisecond of work) is
+run on a sync chain's own thread, where a hand-off to a worker would cost a noticeable share;
+more runs on a worker thread, which the chain stops waiting for at the step's budget."""
+
+
 class BM25Step(RerankStep):
     """BM25 (Okapi) over the documents given, from ``rank-bm25``; words are lower-cased
     ``\\w+`` runs. Needs ``pip install 'spanledger[bm25]'``."""
 
     kind = "bm25"
-    cooperative = True
 
     def __init__(
         self,
@@ -252,14 +281,34 @@ class BM25Step(RerankStep):
         self._okapi = BM25Okapi
         self.k1, self.b = k1, b
 
+    def runs_inline(self, documents: Sequence[str]) -> bool:
+        return len(documents) <= INLINE_CHARACTERS and sum(map(len, documents)) <= INLINE_CHARACTERS
+
     def rank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
     ) -> StepRanking:
-        corpus = [_terms(document) for document in documents]
+        """The ranking; past ``timeout`` seconds it stops at its next look at the clock
+        (``TimeoutError``), so a run the chain stopped waiting for does not go on spending a
+        core for nothing."""
+        ends = None if timeout is None else time.monotonic() + timeout
+        corpus: list[list[str]] = []
+        for start in range(0, len(documents), _TOKENIZED_BETWEEN_LOOKS):
+            _in_time(ends)
+            corpus += [_terms(d) for d in documents[start : start + _TOKENIZED_BETWEEN_LOOKS]]
         if not any(corpus):  # nothing to score: every document ties at zero
             return StepRanking(ranked_by_scores([0.0] * len(documents), top_k))
+        _in_time(ends)
         scores = self._okapi(corpus, k1=self.k1, b=self.b).get_scores(_terms(query))
         return StepRanking(ranked_by_scores([float(score) for score in scores], top_k))
+
+
+_TOKENIZED_BETWEEN_LOOKS = 256
+"""Documents BM25 splits into words between two looks at the clock."""
+
+
+def _in_time(ends: float | None) -> None:
+    if ends is not None and time.monotonic() > ends:
+        raise TimeoutError("BM25 ran past its budget")
 
 
 class IdentityStep(RerankStep):
@@ -328,16 +377,8 @@ async def _awaited(answer: Awaitable[Any]) -> Any:
 
 
 def _as_ranked(answer: object) -> StepRanking:
-    """A function's answer as a ``StepRanking``; ``InvalidAnswer`` when it is no ranking at all."""
-    try:
-        return _ranked(answer)
-    except ValidationError as refused:
-        raise InvalidAnswer("a ranking item is not an index in range with a finite score") from (
-            refused
-        )
-
-
-def _ranked(answer: object) -> StepRanking:
+    """A function's answer as a ``StepRanking``; ``InvalidAnswer`` when it is no ranking at
+    all. Its results are checked against the outcome contract afterwards."""
     if isinstance(answer, StepRanking):
         return answer
     if isinstance(answer, RerankResponse):
@@ -348,12 +389,25 @@ def _ranked(answer: object) -> StepRanking:
             if isinstance(item, ScoredDocument):
                 results.append(item)
             elif isinstance(item, tuple) and len(item) == 2:
-                results.append(ScoredDocument(index=item[0], relevance_score=float(item[1])))
+                results.append(_pair(item[0], item[1]))
             else:
                 kind = type(item).__name__
                 raise InvalidAnswer(f"a ranking item must be (index, score), not a {kind}")
         return StepRanking(results)
     raise InvalidAnswer(f"a step must return a ranking, not a {type(answer).__name__}")
+
+
+def _pair(index: object, score: object) -> ScoredDocument:
+    """An ``(index, score)`` pair as a result, taken as it is: the index a whole number, the
+    score a finite number, neither a bool nor text (nothing is converted from a string). What
+    is refused is named by its type, never quoted."""
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+        raise InvalidAnswer(f"a ranking item's index is a {type(index).__name__}, not an int")
+    number = score_of(score)
+    if number is None:
+        kind = type(score).__name__
+        raise InvalidAnswer(f"a ranking item's score is a {kind}, not a finite number")
+    return _scored({"index": int(index), "relevance_score": number})
 
 
 def as_step(thing: object) -> RerankStep | None:
