@@ -225,7 +225,9 @@ def _requests_send(patch: ClassPatch) -> Any:
         except BaseException as exc:
             watch.raised(exc)
             raise
-        watch.settled_requests(response, raw)
+        headers = httpx.Headers(dict(response.headers))
+        headers.pop("content-encoding", None)  # requests has decoded the body already
+        watch.settled(response.status_code, headers, raw if isinstance(raw, bytes) else b"")
         return response
 
     return send
