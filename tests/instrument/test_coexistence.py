@@ -3,14 +3,24 @@ switched on before or after spanledger, per client or process-wide): spanledger 
 one event per call, and every span is well-formed. What a user sees: both spans. spanledger's
 per-client wrapper always runs outermost; process-wide, whichever class patch came last does.
 With spanledger outermost the peer's span is a child of spanledger's, in one trace. With the
-peer outermost the two are separate roots, because the peer does not make its span current."""
+peer outermost the two are separate roots, because the peer does not make its span current.
+
+And the two ways a peer used to break beside the switch: OTel contrib's httpx instrumentor
+under ``http=True`` (every request raised: its wrapper was called unbound, with the transport
+where the request belongs), and OpenInference's cohere instrumentor wrapping a base class of
+``ClientV2`` after the switch (its spans vanished: the switch had kept the inherited method).
+``tests/instrument/test_peer_matrix.py`` holds every peer to the same rules in every order."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+import cohere
+import httpx
 import pytest
+from openinference.instrumentation.cohere import CohereInstrumentor
+from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from opentelemetry.instrumentation.voyageai import VoyageAIInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -131,3 +141,62 @@ def test_after_both_are_switched_off_nothing_records(
         calls(client(standin))
     assert tape.events == []
     assert exporter.get_finished_spans() == ()
+
+
+def test_the_http_switch_on_top_of_otel_httpx_instrumentation_passes_every_request(
+    standin: StandIn, spans: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """The usual ``opentelemetry-instrument`` set-up, then ``http=True``: a request to no
+    vendor and a vendor's embedding request both answer as bare, the vendor's is recorded once,
+    and the instrumentor's span of each request is there."""
+    exporter, provider = spans
+    body = {"model": "jina-embeddings-v3", "input": TEXTS}
+    bare = (httpx.get(f"{standin.url}/nowhere").status_code, _jina(standin, body))
+    peer = HTTPXClientInstrumentor()
+    tape = Tape()
+    peer.instrument(tracer_provider=provider)
+    try:
+        spanledger.instrument(sdks=[], http=True)
+        try:
+            with spanledger.use(Recorder([tape])):
+                seen = (httpx.get(f"{standin.url}/nowhere").status_code, _jina(standin, body))
+        finally:
+            spanledger.uninstrument()
+    finally:
+        peer.uninstrument()
+    assert seen == bare
+    assert [type(event) for event in tape.events] == [EmbeddingEvent]
+    assert list(well_formed(exporter.get_finished_spans())) == ["GET", "POST"]
+
+
+def test_a_peer_wrapping_a_base_class_after_the_switch_still_runs(
+    standin: StandIn, spans: tuple[InMemorySpanExporter, TracerProvider]
+) -> None:
+    """OpenInference wraps ``V2Client.embed`` / ``.rerank``, which ``cohere.ClientV2``
+    inherits, after the switch patched ``ClientV2``: both spans, one event per call."""
+    exporter, provider = spans
+    peer = CohereInstrumentor()
+    tape = Tape()
+    spanledger.instrument(sdks=["cohere"])
+    try:
+        peer.instrument(tracer_provider=provider)
+        try:
+            client = cohere.ClientV2(
+                api_key=API_KEY, base_url=f"{standin.url}/cohere", max_retries=0
+            )
+            with spanledger.use(Recorder([tape])):
+                client.embed(model="embed-v4.0", texts=TEXTS, input_type="search_document")
+                client.rerank(model="rerank-v3.5", query=QUERY, documents=TEXTS)
+        finally:
+            peer.uninstrument()
+    finally:
+        spanledger.uninstrument()
+    assert [type(event) for event in tape.events] == [EmbeddingEvent, RerankEvent]
+    assert list(well_formed(exporter.get_finished_spans())) == [
+        "CreateEmbeddings",
+        "ClientV2.rerank",
+    ]
+
+
+def _jina(standin: StandIn, body: dict[str, Any]) -> Any:
+    return httpx.post(f"{standin.url}/jina/v1/embeddings", json=body).json()

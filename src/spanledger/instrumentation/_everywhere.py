@@ -4,10 +4,13 @@ Each SDK's client classes get their embedding and rerank methods replaced by a w
 on a client's first call, instruments that client as ``instrument(client)`` would (its hooks,
 its instance-level wrappers), then takes the instance-level wrappers back off and keeps how
 they record: every call of that client then goes through the class and is recorded there,
-around the SDK's method, inside whatever patched the class later. A client instrumented by hand
-keeps its own wrappers, which record outermost; the class wrapper under them only passes the
-call through. Undoing puts the SDK's methods back and uninstruments the clients the switch
-instrumented.
+around the SDK's method, inside whatever patched the class later. The wrapper calls what the
+class held, or the inherited method as the base classes hold it at that moment, bound as Python
+binds it (``spanledger.capture.patching``): another library's wrapper, on the class or a base
+class, before or after, still runs. A client instrumented by hand keeps its own wrappers, which
+record outermost; the class wrapper under them only passes the call through. Undoing puts the
+SDK's methods back (a wrapper another library has wrapped since stays, passing calls through)
+and uninstruments the clients the switch instrumented.
 
 An SDK version outside the range the tests cover is refused before anything is patched. A
 client the switch cannot instrument (a version drift, a subclass it does not know) is passed
@@ -26,6 +29,7 @@ from typing import Any
 
 from spanledger import _forksafe
 from spanledger.capture.declaration import ClassMethod, Integration, Undoable
+from spanledger.capture.patching import ClassPatch, patch_class
 from spanledger.capture.sdk_calls import (
     RECORDING,
     MethodSpec,
@@ -36,30 +40,6 @@ from spanledger.capture.sdk_calls import (
 from spanledger.recording.call import logged
 
 __all__ = ["installed", "switch_off", "switch_on", "switched_on"]
-
-_MISSING = object()
-
-
-class _Patch:
-    """One replaced class attribute, and how to put the SDK's back. ``on`` turns off first: a
-    wrapper another instrumentation has wrapped since cannot be taken out from under it, so it
-    stays there, passing every call straight to the SDK."""
-
-    def __init__(self, owner: type, name: str) -> None:
-        self.owner = owner
-        self.name = name
-        self.replaced: object = vars(owner).get(name, _MISSING)  # ``_MISSING``: inherited
-        self.wrapper: object = None
-        self.on = True
-
-    def undo(self) -> None:
-        self.on = False
-        if vars(self.owner).get(self.name) is not self.wrapper:
-            return  # someone patched over us since: leave theirs
-        if self.replaced is _MISSING:
-            delattr(self.owner, self.name)
-        else:
-            setattr(self.owner, self.name, self.replaced)
 
 
 class _State:
@@ -160,11 +140,23 @@ def _patch(
     method: ClassMethod,
     instrument: Callable[[Any], Any],
     is_instrumented: Callable[[Any], bool],
-) -> _Patch:
+) -> ClassPatch:
     owner = getattr(importlib.import_module(method.module), method.owner)
     name = method.name
-    original = getattr(owner, name)
-    patch = _Patch(owner, name)
+    patch = patch_class(owner, name, partial(_wrapper, method, instrument, is_instrumented))
+    _state.names.setdefault(owner, set()).add(name)
+    return patch
+
+
+def _wrapper(
+    method: ClassMethod,
+    instrument: Callable[[Any], Any],
+    is_instrumented: Callable[[Any], bool],
+    patch: ClassPatch,
+) -> Callable[..., Any]:
+    """The class wrapper of ``method``: it calls what ``patch`` stands on, looked up and bound
+    at each call, so a wrapper another library put on the class or a base class since runs."""
+    name = method.name
 
     def recording(instance: Any) -> tuple[MethodSpec, Switch] | None:
         """How the instance's client records this method, instrumenting the client on its
@@ -192,32 +184,32 @@ def _patch(
             logged(exc)
             return None
 
-    # The call is recorded here, around the SDK's method, inside whatever patched the class
-    # after the switch (an adopted client keeps no wrapper of its own, so every call takes
-    # the same path). Inside a call already recorded (by a client instrumented by hand) this
-    # only passes through.
+    # The call is recorded here, around what the class stood on, inside whatever patched the
+    # class after the switch (an adopted client keeps no wrapper of its own, so every call
+    # takes the same path). Inside a call already recorded (by a client instrumented by hand)
+    # this only passes through.
+    current = getattr(patch.owner, name)
     if method.is_async:
 
-        @wraps(original)
+        @wraps(current)
         async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
             how = recording(self)
+            beneath = patch.beneath(self)
             if how is None:
-                return await original(self, *args, **kwargs)
-            return await record_async(partial(original, self), *how, args, kwargs)
+                return await beneath(*args, **kwargs)
+            return await record_async(beneath, *how, args, kwargs)
 
-    else:
+        return wrapper
 
-        @wraps(original)
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            how = recording(self)
-            if how is None:
-                return original(self, *args, **kwargs)
-            return record_sync(partial(original, self), *how, args, kwargs)
+    @wraps(current)
+    def sync_wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        how = recording(self)
+        beneath = patch.beneath(self)
+        if how is None:
+            return beneath(*args, **kwargs)
+        return record_sync(beneath, *how, args, kwargs)
 
-    patch.wrapper = wrapper
-    setattr(owner, name, wrapper)
-    _state.names.setdefault(owner, set()).add(name)
-    return patch
+    return sync_wrapper
 
 
 def _take_over(instance: Any) -> dict[str, tuple[MethodSpec, Switch]]:
