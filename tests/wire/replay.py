@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import gzip
+import hashlib
 import json
 import re
 import threading
@@ -411,16 +413,46 @@ def summary(event: Event) -> dict[str, Any]:
     return found
 
 
+def check_events(ex: Exchange, events: list[Event]) -> None:
+    """``events`` are what a path must record for ``ex``: none for a call that is not an
+    embedding call, else one that says what ``expected`` reads, a failure fingerprinting the
+    body as the client reads it."""
+    wanted = expected(ex)
+    if wanted is None:
+        assert events == [], f"{ex.stem} is not an embedding call: nothing may be recorded"
+        return
+    assert len(events) == 1
+    (event,) = events
+    assert summary(event) == wanted
+    if event.kind == "embedding":
+        assert event.malformed_usage == ()
+    elif event.kind == "embedding_failed":
+        raw = body_bytes(ex.body)
+        assert event.fingerprint is not None
+        assert event.fingerprint.byte_length == len(raw)
+        assert event.fingerprint.sha256 == hashlib.sha256(raw).hexdigest()
+        code = header(ex, "x-amzn-errortype")
+        if code is not None:
+            assert event.error_type == code.split(":", 1)[0]
+
+
 # --- replaying ----------------------------------------------------------------------------------
 
 
-def mock_for(ex: Exchange) -> httpx.MockTransport:
-    """A transport answering every request with ``ex``'s recorded status, headers and body."""
+def mock_for(ex: Exchange, *, gzipped: bool = False) -> httpx.MockTransport:
+    """A transport answering every request with ``ex``'s recorded status, headers and body,
+    built as handlers build them (``Response(content=...)``: read at once); ``gzipped``: the
+    body gzip-compressed under ``Content-Encoding: gzip``."""
 
     def answer(request: httpx.Request) -> httpx.Response:
         assert ex.status is not None
         headers = [(name.encode("ascii"), value.encode("utf-8")) for name, value in ex.headers]
-        return httpx.Response(ex.status, headers=headers, content=body_bytes(ex.body))
+        body = body_bytes(ex.body)
+        if gzipped:
+            headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
+            headers.append((b"content-encoding", b"gzip"))
+            body = gzip.compress(body, mtime=0)
+        return httpx.Response(ex.status, headers=headers, content=body)
 
     return httpx.MockTransport(answer)
 

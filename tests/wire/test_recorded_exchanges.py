@@ -8,7 +8,6 @@ embedding or rerank calls must pass through unrecorded.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +15,6 @@ import httpx
 import pytest
 
 from spanledger.errors import ErrorCategory, ProviderError
-from spanledger.events import Event
 from spanledger.wire.endpoints import (
     BEDROCK_COHERE_EMBEDDINGS,
     BEDROCK_RERANK,
@@ -33,13 +31,12 @@ from .replay import (
     Exchange,
     LoopbackServer,
     body_bytes,
+    check_events,
     expected,
-    header,
     load,
     loopback,
     post,
     replay_mocked,
-    summary,
     vectors_of,
     vendor_of,
 )
@@ -123,26 +120,6 @@ def test_recording_says_what_its_readme_says(stem: str) -> None:
 
 
 # --- 1. over httpx.MockTransport ------------------------------------------------------------------
-
-
-def check_events(ex: Exchange, events: list[Event]) -> None:
-    wanted = expected(ex)
-    if wanted is None:
-        assert events == [], f"{ex.stem} is not an embedding call: nothing may be recorded"
-        return
-    assert len(events) == 1
-    (event,) = events
-    assert summary(event) == wanted
-    if event.kind == "embedding":
-        assert event.malformed_usage == ()
-    elif event.kind == "embedding_failed":
-        raw = body_bytes(ex.body)
-        assert event.fingerprint is not None
-        assert event.fingerprint.byte_length == len(raw)
-        assert event.fingerprint.sha256 == hashlib.sha256(raw).hexdigest()
-        code = header(ex, "x-amzn-errortype")
-        if code is not None:
-            assert event.error_type == code.split(":", 1)[0]
 
 
 @pytest.mark.parametrize("ex", ids(REPLAYED))

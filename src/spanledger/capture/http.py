@@ -4,10 +4,11 @@ HTTP client, recorded as one event.
 ``send_recorded`` wraps one send: the request is recognised (``capture.vendors``) and its facts
 read from its JSON body (``recording.facts.request_facts``); the response is read whole and
 handed on as a fresh response with the same status, headers and raw bytes, so the caller reads
-it exactly as before. ``watch_for`` is the same recording for clients that are not httpx
-(``requests``, httpx2): it gives the ``Watch`` that hears the answer. A request made inside a
-call already recorded (an instrumented SDK's, an outer recording transport's) only passes
-through, so a call is recorded once.
+it exactly as before (a response its maker already read, as test tools build them, is recorded
+from that read body and handed on itself). ``watch_for`` is the same recording for clients
+that are not httpx (``requests``, httpx2): it gives the ``Watch`` that hears the answer. A
+request made inside a call already recorded (an instrumented SDK's, an outer recording
+transport's) only passes through, so a call is recorded once.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
+from typing import Any
 
 import httpx
 
@@ -27,7 +29,13 @@ from spanledger.recording.call import Recording, logged
 from spanledger.recording.facts import request_facts
 from spanledger.recording.reported import answered_badly, reported, unreadable_response
 from spanledger.wire.endpoints import Endpoint, Vendor
-from spanledger.wire.http import decoded_body, failure_for, parse_json, undecodable_body
+from spanledger.wire.http import (
+    already_read,
+    decoded_body,
+    failure_for,
+    parse_json,
+    undecodable_body,
+)
 
 __all__ = ["Watch", "asend_recorded", "might_be_vendor_call", "send_recorded", "watch_for"]
 
@@ -48,17 +56,21 @@ def send_recorded(
     token = _sending.set(True)
     try:
         response = send(request)
-        stream = response.stream
-        assert isinstance(stream, httpx.SyncByteStream)  # as httpx's own client requires
-        try:
-            raw = b"".join(stream)
-        finally:
-            stream.close()
+        body = already_read(response)
+        if body is None:
+            stream = response.stream
+            assert isinstance(stream, httpx.SyncByteStream)  # as httpx's own client requires
+            try:
+                raw = b"".join(stream)
+            finally:
+                stream.close()
     except BaseException as exc:
         watch.raised(exc)
         raise
     finally:
         _sending.reset(token)
+    if body is not None:
+        return watch.answered_read(response, body)
     return watch.answered(response, raw, request)
 
 
@@ -74,17 +86,21 @@ async def asend_recorded(
     token = _sending.set(True)
     try:
         response = await send(request)
-        stream = response.stream
-        assert isinstance(stream, httpx.AsyncByteStream)  # as httpx's own client requires
-        try:
-            raw = b"".join([chunk async for chunk in stream])
-        finally:
-            await stream.aclose()
+        body = already_read(response)
+        if body is None:
+            stream = response.stream
+            assert isinstance(stream, httpx.AsyncByteStream)  # as httpx's own client requires
+            try:
+                raw = b"".join([chunk async for chunk in stream])
+            finally:
+                await stream.aclose()
     except BaseException as exc:
         watch.raised(exc)
         raise
     finally:
         _sending.reset(token)
+    if body is not None:
+        return watch.answered_read(response, body)
     return watch.answered(response, raw, request)
 
 
@@ -116,16 +132,35 @@ class Watch:
             request=request,
         )
 
+    def answered_read(self, response: httpx.Response, body: bytes) -> httpx.Response:
+        """Record a response its maker already read (``body``: its content, decoded); the
+        caller gets that very response, read as it was made."""
+        self._settle(response.status_code, response.headers, body, body)
+        return response
+
+    def settled_requests(self, response: Any, content: object) -> None:
+        """Record a ``requests`` response whose body the caller reads as ``content``."""
+        headers = httpx.Headers(dict(response.headers))
+        if _decoded_by_requests(response):
+            headers.pop("content-encoding", None)
+        self.settled(response.status_code, headers, content if isinstance(content, bytes) else b"")
+
     def settled(self, status: int, headers: httpx.Headers, raw: bytes) -> None:
         """Record the answer: ``raw`` is the body as sent, ``headers`` say how it is encoded."""
+        self._settle(status, headers, raw, None)
+
+    def _settle(self, status: int, headers: httpx.Headers, raw: bytes, read: bytes | None) -> None:
+        """Record the answer from ``raw`` decoded by ``headers``, or from ``read``, the body
+        already decoded by whoever read it first."""
         try:
-            self._record(status, headers, raw)
+            body = read if read is not None else decoded_body(status, headers, raw)
+            self._record(status, headers, raw, body)
         except Exception as exc:
             logged(exc)
             self._unrecorded(status, raw)
 
-    def _record(self, status: int, headers: httpx.Headers, raw: bytes) -> None:
-        body = decoded_body(status, headers, raw)
+    def _record(self, status: int, headers: httpx.Headers, raw: bytes, body: bytes | None) -> None:
+        """``body``: ``raw`` decoded, or ``None`` when it does not decode."""
         if not 200 <= status < 300:
             self.recording.failed(
                 failure_for(self.endpoint, status, headers, body if body is not None else raw)
@@ -146,6 +181,15 @@ class Watch:
             self.recording.failed(answered_badly(unreadable_response(), status, raw))
         except Exception as exc:
             logged(exc)
+
+
+def _decoded_by_requests(response: Any) -> bool:
+    """Whether a ``requests`` response's body is decoded by its content encoding: requests
+    applies it reading through urllib3, and a body its maker set whole (no raw stream) was
+    handed over read. A raw response of another kind is a stand-in (vcrpy's) that hands
+    requests the stored bytes as they are: they are then decoded as off the wire."""
+    raw = getattr(response, "raw", None)
+    return raw is None or type(raw).__module__.split(".", 1)[0] == "urllib3"
 
 
 def _watch(request: httpx.Request, vendors: Mapping[str, Vendor]) -> Watch | None:

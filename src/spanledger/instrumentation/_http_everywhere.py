@@ -225,9 +225,7 @@ def _requests_send(patch: ClassPatch) -> Any:
         except BaseException as exc:
             watch.raised(exc)
             raise
-        headers = httpx.Headers(dict(response.headers))
-        headers.pop("content-encoding", None)  # requests has decoded the body already
-        watch.settled(response.status_code, headers, raw if isinstance(raw, bytes) else b"")
+        watch.settled_requests(response, raw)
         return response
 
     return send

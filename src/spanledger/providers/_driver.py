@@ -17,7 +17,7 @@ from spanledger.events import EmbeddingResponse, RerankResponse
 from spanledger.recording.call import Recording, ended_by
 from spanledger.recording.facts import Figures
 from spanledger.recording.reported import answered_badly, unreadable_response
-from spanledger.wire.http import decoded_body, undecodable_body
+from spanledger.wire.http import already_read, decoded_body, undecodable_body
 
 __all__ = ["Timeout", "drive_async", "drive_sync", "run_async", "run_sync"]
 
@@ -92,18 +92,17 @@ def _received(response: httpx.Response, raw: bytes) -> httpx.Response | Provider
     read from the raw bytes with the encoding header dropped."""
     status = response.status_code
     body = decoded_body(status, response.headers, raw)
-    headers = response.headers
-    if body is None:
-        if 200 <= status < 300:
-            return answered_badly(undecodable_body(), status, raw)
-        headers = headers.copy()
-        del headers["content-encoding"]
-        body = raw
-    else:
-        headers = headers.copy()
-        headers.pop("content-encoding", None)
+    if body is None and 200 <= status < 300:
+        return answered_badly(undecodable_body(), status, raw)
+    return _as_read(response, raw if body is None else body)
+
+
+def _as_read(response: httpx.Response, body: bytes) -> httpx.Response:
+    """``response`` holding ``body`` as read: no content encoding is left to apply to it."""
+    headers = response.headers.copy()
+    headers.pop("content-encoding", None)
     return httpx.Response(
-        status,
+        response.status_code,
         headers=headers,
         content=body,
         request=response.request,
@@ -115,9 +114,13 @@ def _send_sync(
     client: httpx.Client, request: httpx.Request, timeout: Timeout
 ) -> httpx.Response | ProviderError:
     """Send and read the whole answer; a declared content encoding is applied here, so that
-    a body which does not decode ends as the same event as on every other path."""
+    a body which does not decode ends as the same event as on every other path. A response
+    its maker already read is taken as read: the same body those bytes give off the wire."""
     response = client.send(_prepared(request, client, timeout), stream=True)
     try:
+        body = already_read(response)
+        if body is not None:  # its maker read it (a test tool's): its raw stream is spent
+            return _as_read(response, body)
         if "content-encoding" not in response.headers:
             response.read()
             return response
@@ -133,6 +136,9 @@ async def _send_async(
     """The asyncio twin of ``_send_sync``."""
     response = await client.send(_prepared(request, client, timeout), stream=True)
     try:
+        body = already_read(response)
+        if body is not None:
+            return _as_read(response, body)
         if "content-encoding" not in response.headers:
             await response.aread()
             return response

@@ -11,6 +11,7 @@ from spanledger.errors import ErrorCategory, Fingerprint, ProviderError, error_f
 from spanledger.wire.endpoints import Endpoint
 
 __all__ = [
+    "already_read",
     "decoded_body",
     "encode_body",
     "failure_for",
@@ -89,6 +90,21 @@ def decoded_body(status: int, headers: httpx.Headers, raw: bytes) -> bytes | Non
     try:
         return probe.read()
     except Exception:
+        return None
+
+
+def already_read(response: httpx.Response) -> bytes | None:
+    """The body of a response its maker read before handing it on, as a client reads it
+    (decoded by its content encoding), or ``None`` while it is still to come off the wire.
+
+    ``httpx.Response(content=...)``, which ``httpx.MockTransport`` handlers, respx and other
+    test tools build, reads its body at once: its raw stream is spent, and its ``content`` is
+    what ``decoded_body`` gives of the bytes the stream held. Only a body that decoded can
+    have been read so; one that does not decode is still the wire's to fail on.
+    """
+    try:
+        return response.content
+    except httpx.ResponseNotRead:
         return None
 
 
