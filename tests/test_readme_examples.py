@@ -118,7 +118,14 @@ EXPECTED_STDOUT: dict[tuple[str, str], list[re.Pattern[str]]] = {
     # The cloud and local provider classes: each call's figures and how the ledger priced it.
     ("docs/guides/clouds.md", "The provider classes"): [
         re.compile(r"gcp\.gemini gemini-embedding-001 input_tokens=[1-9]\d* priced \S+"),
-        re.compile(r"gcp\.vertex_ai gemini-embedding-001 input_tokens=[1-9]\d* priced \S+"),
+        re.compile(
+            r"gcp\.vertex_ai gemini-embedding-001 input_tokens=[1-9]\d* "
+            r"billable_characters=[1-9]\d* priced \S+"
+        ),
+        re.compile(
+            r"gcp\.vertex_ai text-embedding-005 input_tokens=[1-9]\d* "
+            r"billable_characters=[1-9]\d* priced \S+"
+        ),
         re.compile(r"gcp\.vertex_ai semantic-ranker-default-004 None estimated 0\.001"),
         re.compile(r"azure\.ai\.openai my-embedder input_tokens=[1-9]\d* priced \S+"),
         re.compile(r"mistral_ai mistral-embed input_tokens=[1-9]\d* priced \S+"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Sequence, Sized
+from collections.abc import Callable, Iterator, Sequence, Sized
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal, TypeVar
@@ -98,7 +98,7 @@ def _finite_score(value: float) -> float:
 
 Score = Annotated[float, Field(strict=True), AfterValidator(_finite_score)]
 
-UsageFigure = Literal["input_tokens", "search_units"]
+UsageFigure = Literal["input_tokens", "search_units", "billable_characters"]
 """A usage figure a provider reports."""
 UsageSource = Literal["provider", "tokenizer"]
 """Who counted a call's usage figures."""
@@ -126,9 +126,31 @@ class _Record(BaseModel):
 
 
 class EmbeddingUsage(_Record):
-    """Tokens the provider billed for an embedding call."""
+    """What the provider reported billing an embedding call by; each figure is judged on its
+    own.
 
-    input_tokens: Count
+    Most vendors report input tokens; Vertex AI's ``:predict`` also reports the input
+    characters it bills per 1,000 (``text-embedding-005`` and kin are priced so). A record with
+    neither figure cannot exist: when nothing was reported the usage is ``None`` as a whole.
+    """
+
+    input_tokens: Count | None = None
+    billable_characters: Count | None = Field(default=None, exclude_if=_unset)
+    """The characters the provider bills (Vertex AI's ``metadata.billableCharacterCount``);
+    written only when reported, so logs without it read as not reported."""
+
+    @model_validator(mode="after")
+    def _some_figure(self) -> EmbeddingUsage:
+        if self.input_tokens is None and self.billable_characters is None:
+            raise ValueError("EmbeddingUsage needs at least one reported figure; use None instead")
+        return self
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """The figures for ``repr`` and ``str``: billable characters only when reported, as
+        they are written."""
+        for name, value in super().__repr_args__():
+            if name != "billable_characters" or value is not None:
+                yield name, value
 
 
 class RerankUsage(_Record):
@@ -415,6 +437,9 @@ class AttributionRecord(_Record):
     calls: Count
     billed_input_tokens: Count
     billed_search_units: Count
+    billed_characters: Count | None = Field(default=None, exclude_if=_unset)
+    """The billable characters the request's calls reported (Vertex AI's ``:predict``):
+    ``None`` when none reported any, and in records written before it was recorded."""
     calls_without_usage: Count
     spend: Decimal | None = None
     currency: str | None = None

@@ -199,7 +199,7 @@ def test_report_joins_citations_to_the_requests_bill(
     assert [e.kind for e in events] == ["embedding", "embedding", "rerank"]
     assert all(e.request_id == "turn-42" for e in events)
     embed_tokens = [
-        e.usage.input_tokens for e in events if isinstance(e, EmbeddingEvent) and e.usage
+        e.usage.input_tokens or 0 for e in events if isinstance(e, EmbeddingEvent) and e.usage
     ]
     assert len(embed_tokens) == 2
     assert record.calls == 3

@@ -4,7 +4,8 @@ Nothing here knows a vendor by name: where an endpoint keeps its vectors, result
 and echoed model is read from ``spanledger.wire.endpoints.Endpoint``, so a new endpoint gets
 bodies of its own shape: every ``VectorLayout`` (by index, by type, Cohere v1's floats-or-by-type,
 rows at a key, one vector, a list of items each holding its vector), a token figure per item
-(summed), a figure in a response header, results that name documents by id. A body starts valid
+(summed), a billed character count beside it, a figure in a response header, results that
+name documents by id. A body starts valid
 for the call it answers and then, by family, is corrupted in one way: a figure (absent, text,
 bool, list, negative, float, beyond 64 bits; as header text: not a plain decimal), the vectors
 or results (count, widths, entries, indices or ids, scores, more results than ``top_k``), the
@@ -219,6 +220,8 @@ def figure_paths(endpoint: Endpoint) -> dict[str, Path]:
         paths["tokens"] = endpoint.tokens_at
     if endpoint.units_at is not None:
         paths["units"] = endpoint.units_at
+    if endpoint.characters_at is not None:
+        paths["characters"] = endpoint.characters_at
     if endpoint.id_at is not None:
         paths["id"] = endpoint.id_at
     if endpoint.model_at is not None:
@@ -237,7 +240,7 @@ def figure_names(endpoint: Endpoint) -> list[str]:
 
 
 def _is_count(name: str) -> bool:
-    return name in ("tokens", "units", EACH_FIGURE)
+    return name in ("tokens", "units", "characters", EACH_FIGURE)
 
 
 def families(endpoint: Endpoint, *, errors: bool = True) -> tuple[str, ...]:

@@ -3,8 +3,9 @@
 For one ``Case`` (a call and the reply it gets), every path that can carry the reply makes the
 call once and yields the one event it recorded:
 
-- ``provider``: spanledger's own provider class for the endpoint (``PROVIDERS``), over
-  ``httpx.MockTransport``, for every endpoint in ``ENDPOINTS``;
+- ``provider``: spanledger's own provider class for the endpoint (``PROVIDERS``, or in another
+  mode ``VARIANT_PROVIDERS``), over ``httpx.MockTransport``, for every endpoint in
+  ``ENDPOINTS`` and ``VARIANT_ENDPOINTS``;
 - ``transport``: the recording httpx transport, posting the exact body the provider sent to
   the same URL; for an endpoint only SDKs reach (``SDK_ONLY_ENDPOINTS``), the request its
   declaration describes (``declared_request``) to its route on ``BASE``;
@@ -92,6 +93,7 @@ __all__ = [
     "PROJECT",
     "PROVIDERS",
     "SDKS",
+    "VARIANT_PROVIDERS",
     "Key",
     "Rig",
     "SdkPath",
@@ -121,6 +123,7 @@ MODELS: dict[str, str] = {
     "bedrock-cohere-rerank": "cohere.rerank-v3-5:0",
     "bedrock-rerank": "arn:aws:bedrock:us-west-2::foundation-model/amazon.rerank-v1:0",
     "vertex-embed": "gemini-embedding-2",
+    "vertex-express-embed": "gemini-embedding-2",
 }
 """The model of a call, by endpoint name, where the model chooses among a vendor's endpoints
 (Bedrock: ``endpoint_for`` reads the model's prefix; google-genai sends a Vertex call of a
@@ -170,10 +173,18 @@ PROVIDERS: dict[Key, ProviderClass] = {
 }
 """Our provider class for each endpoint: every endpoint in ``ENDPOINTS`` must have one."""
 
+VARIANT_PROVIDERS: dict[str, ProviderClass] = {
+    "vertex-express-predict": functools.partial(VertexEmbeddings, api_key=API_KEY),
+}
+"""Our provider class in another mode, by the name of the endpoint it then calls: every endpoint
+in ``VARIANT_ENDPOINTS`` must have one (``VertexEmbeddings`` with no project is Vertex AI
+express mode)."""
+
 
 def has_provider(endpoint: Endpoint) -> bool:
     """Whether our provider class calls ``endpoint`` (not another of its vendor's)."""
-    return ENDPOINTS.get((endpoint.vendor, endpoint.operation)) is endpoint
+    default = ENDPOINTS.get((endpoint.vendor, endpoint.operation)) is endpoint
+    return default or endpoint.name in VARIANT_PROVIDERS
 
 
 @dataclass(frozen=True)
@@ -432,6 +443,15 @@ def _vertex(server: Server) -> genai.Client:
     )
 
 
+def _vertex_express(server: Server) -> genai.Client:
+    """Vertex AI express mode: an API key, and no project or location in the path."""
+    http = httpx.Client(transport=httpx.MockTransport(server.handle))
+    options = genai_types.HttpOptions(
+        base_url=BASE, httpx_client=http, retry_options=_GENAI_RETRIES
+    )
+    return genai.Client(vertexai=True, api_key=API_KEY, http_options=options)
+
+
 def _genai_embed(client: Any, call: Call) -> object:
     return client.models.embed_content(model=call_model(call), contents=list(call.items))
 
@@ -526,6 +546,8 @@ SDKS: dict[str, tuple[SdkPath, ...]] = {
     "gemini-batch-embed": (SdkPath("genai-sdk", _gemini, _genai_embed),),
     "vertex-predict": (SdkPath("genai-sdk", _vertex, _genai_embed),),
     "vertex-embed": (SdkPath("genai-sdk", _vertex, _genai_embed),),
+    "vertex-express-predict": (SdkPath("genai-sdk", _vertex_express, _genai_embed),),
+    "vertex-express-embed": (SdkPath("genai-sdk", _vertex_express, _genai_embed),),
     # the Mistral SDK validates its typed result: a 2xx body without ``id``, ``model`` or
     # ``usage`` is raised on (not carried), so it is compared on the bodies that have all three
     "mistral-embeddings": (
@@ -656,7 +678,7 @@ class Rig:
 
     server: Server = field(default_factory=Server)
     events: list[Event] = field(default_factory=list)
-    _providers: dict[Key, EmbeddingProvider | RerankProvider] = field(default_factory=dict)
+    _providers: dict[str, EmbeddingProvider | RerankProvider] = field(default_factory=dict)
     _transports: dict[Vendor, httpx.Client] = field(default_factory=dict)
     _sdks: dict[tuple[str, str], Any] = field(default_factory=dict)
 
@@ -679,11 +701,12 @@ class Rig:
         return self.events[0]
 
     def provider(self, endpoint: Endpoint) -> EmbeddingProvider | RerankProvider:
-        key = (endpoint.vendor, endpoint.operation)
-        if key not in self._providers:
+        name = endpoint.name
+        if name not in self._providers:
             http = httpx.Client(transport=httpx.MockTransport(self.server.handle))
-            self._providers[key] = PROVIDERS[key](MODEL, base_url=BASE, http_client=http)
-        return self._providers[key]
+            make = VARIANT_PROVIDERS.get(name) or PROVIDERS[endpoint.vendor, endpoint.operation]
+            self._providers[name] = make(MODEL, base_url=BASE, http_client=http)
+        return self._providers[name]
 
     @staticmethod
     def check_url(endpoint: Endpoint, url: str) -> None:

@@ -1,8 +1,9 @@
 """Differential test: every recording path records the same response body the same way.
 
 For every endpoint in ``spanledger.wire.endpoints.ALL_ENDPOINTS`` (a new one is covered as soon
-as it is declared: one in ``ENDPOINTS`` must name its provider class in ``paths.PROVIDERS``; one
-in ``SDK_ONLY_ENDPOINTS`` is driven through the transport and ``record_*``, and through its SDK
+as it is declared: one in ``ENDPOINTS`` must name its provider class in ``paths.PROVIDERS``, one
+in ``VARIANT_ENDPOINTS`` the mode of it in ``paths.VARIANT_PROVIDERS``; one in
+``SDK_ONLY_ENDPOINTS`` is driven through the transport and ``record_*``, and through its SDK
 once ``paths.SDKS`` names one), hypothesis draws a call and the reply it gets
 (``bodies.cases``: valid bodies, and bodies with absent, malformed, negative, float or huge
 figures, a missing or non-text id or model, wrong vector counts or widths, non-finite or
@@ -50,6 +51,7 @@ from spanledger.wire.endpoints import (
     ALL_ENDPOINTS,
     ENDPOINTS,
     SDK_ONLY_ENDPOINTS,
+    VARIANT_ENDPOINTS,
     Endpoint,
 )
 from tests.differential.bodies import (
@@ -66,6 +68,7 @@ from tests.differential.paths import (
     KNOWN_SEEN,
     PROVIDERS,
     SDKS,
+    VARIANT_PROVIDERS,
     Key,
     Rig,
     Seen,
@@ -333,8 +336,11 @@ def test_every_endpoint_has_a_provider_class() -> None:
     assert not missing, f"endpoints without a provider class in paths.PROVIDERS: {missing}"
     stray = [endpoint_id(key) for key in PROVIDERS if key not in ENDPOINTS]
     stray += [name for name in SDKS if name not in BY_NAME]
+    variants = {endpoint.name for endpoint in VARIANT_ENDPOINTS}
+    stray += [name for name in VARIANT_PROVIDERS if name not in variants]
     assert not stray, f"paths for endpoints that are not declared: {stray}"
     assert all(has_provider(endpoint) for endpoint in ENDPOINTS.values())
+    assert all(has_provider(endpoint) for endpoint in VARIANT_ENDPOINTS)
     for endpoint in SDK_ONLY_ENDPOINTS:
         assert not has_provider(endpoint), endpoint.name
         assert path_names(endpoint, success=True)[:2] == ["transport", "manual"], endpoint.name
@@ -467,6 +473,21 @@ def embedded(dimensions: int, tokens: object = None, **more: object) -> dict[str
     return {"kind": "embedding", "dimensions": dimensions, "usage": usage, **more}
 
 
+def billed(payload: dict[str, Any], count: object) -> dict[str, Any]:
+    """Vertex's answer with ``count`` as its ``metadata.billableCharacterCount``."""
+    return {**payload, "metadata": {"billableCharacterCount": count}}
+
+
+def characters(
+    tokens: int | None, count: int | None, malformed: list[str] | None = None
+) -> dict[str, object]:
+    """A two-input Vertex success with these figures (``None``: not reported)."""
+    usage: dict[str, object] = {"input_tokens": tokens}
+    if count is not None:
+        usage["billable_characters"] = count
+    return embedded(2, usage=usage, malformed_usage=malformed or [])
+
+
 FAILED_EMBEDDING: dict[str, object] = {"kind": "embedding_failed", "error_category": INVALID}
 FAILED_RERANK: dict[str, object] = {"kind": "rerank_failed", "error_category": INVALID}
 
@@ -523,6 +544,46 @@ NEW_ENDPOINT_REGRESSIONS = [
         None,
         ok(predictions(3, None)),
         embedded(2, None, malformed_usage=[]),
+    ),
+    Regression(
+        "vertex predict: metadata.billableCharacterCount is the billable characters",
+        "vertex-predict",
+        2,
+        None,
+        ok(billed(predictions(3, 4), 20)),
+        characters(7, 20),
+    ),
+    Regression(
+        "vertex predict: a billable character count in text: not reported, named",
+        "vertex-predict",
+        2,
+        None,
+        ok(billed(predictions(3, 4), "20")),
+        characters(7, None, ["billable_characters"]),
+    ),
+    Regression(
+        "vertex predict: the billable characters stay beside a bad token count",
+        "vertex-predict",
+        2,
+        None,
+        ok(billed(predictions(3, "4"), 20)),
+        characters(None, 20, ["input_tokens"]),
+    ),
+    Regression(
+        "vertex express predict: the regional wire, no project or location in the path",
+        "vertex-express-predict",
+        2,
+        None,
+        ok(billed(predictions(3, 4), 20)),
+        characters(7, 20),
+    ),
+    Regression(
+        "vertex express embedContent: one vector at embedding.values",
+        "vertex-express-embed",
+        1,
+        None,
+        ok({"embedding": {"values": [0.5, 0.25]}, "usageMetadata": {"promptTokenCount": 2}}),
+        embedded(2, 2),
     ),
     Regression(
         "vertex rank: results name records by id",

@@ -199,6 +199,7 @@ def exported(phoenix: PhoenixServer) -> Exported:
         provider.shutdown()
 
     assert cohere_embed.usage is not None
+    assert cohere_embed.usage.input_tokens is not None
     assert jina_rerank.usage is not None
     assert jina_rerank.usage.input_tokens is not None
     return Exported(

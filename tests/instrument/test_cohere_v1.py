@@ -39,7 +39,7 @@ def batch_tokens(texts: list[str]) -> list[int]:
 def embedded(events: list[Any]) -> list[EmbeddingEvent]:
     found = [event for event in events if isinstance(event, EmbeddingEvent)]
     assert len(found) == len(events)
-    return sorted(found, key=lambda event: event.usage.input_tokens if event.usage else -1)
+    return sorted(found, key=lambda event: (event.usage and event.usage.input_tokens) or -1)
 
 
 def test_each_batch_of_a_threaded_embed_is_one_event_in_the_callers_turn_and_trace(

@@ -177,7 +177,7 @@ def test_a_dropped_connection_after_sending_carries_an_estimate(
     assert isinstance(event, EmbeddingFailedEvent)
     assert event.error_type in ABANDONED_ERROR_TYPES
     assert event.estimated_usage is not None
-    assert event.estimated_usage.input_tokens > 0
+    assert (event.estimated_usage.input_tokens or 0) > 0
 
 
 @pytest.mark.parametrize("op", OPS, ids=OP_IDS)

@@ -4,8 +4,9 @@ recorded bodies: the SDK's own gRPC client, its conversion of the ``PredictRespo
 parsing into ``TextEmbedding`` objects all run; only the channel is pointed at the loopback.
 
 One event per ``predict`` RPC, provider ``gcp.vertex_ai``, usage the sum of the predictions'
-``statistics.token_count`` (which the SDK hands over as doubles: ``4.0``), ``None`` with the
-figure named malformed when any is not a whole count; gRPC failures categorised by status."""
+``statistics.token_count`` (which the SDK hands over as doubles: ``4.0``) and the response's
+``metadata.billableCharacterCount``, each not reported (and named malformed) when it is not a
+whole count; gRPC failures categorised by status."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import pytest
 import vertexai
 from google.api_core import exceptions as google_errors
 from google.auth.credentials import AnonymousCredentials
+from google.cloud.aiplatform import initializer
 from google.cloud.aiplatform_v1.services.prediction_service import (
     PredictionServiceAsyncClient,
     PredictionServiceClient,
@@ -100,12 +102,14 @@ def predictions() -> Iterator[Predictions]:
     served.server.stop(grace=None)
 
 
-def model_on(served: Predictions, name: str = "text-embedding-004") -> TextEmbeddingModel:
+def model_on(
+    served: Predictions, name: str = "text-embedding-004", location: str = LOCATION
+) -> TextEmbeddingModel:
     """A ``TextEmbeddingModel`` as ``from_pretrained`` builds it, its prediction clients on
     an insecure channel to the loopback server."""
     model = TextEmbeddingModel(
         model_id=name,
-        endpoint_name=f"projects/{PROJECT}/locations/{LOCATION}/publishers/google/models/{name}",
+        endpoint_name=f"projects/{PROJECT}/locations/{location}/publishers/google/models/{name}",
     )
     channel = grpc.insecure_channel(served.address)
     transport = PredictionServiceGrpcTransport(channel=channel)
@@ -155,7 +159,7 @@ async def test_one_event_with_the_summed_token_counts(
     assert isinstance(event, EmbeddingEvent)
     assert (event.provider, event.model) == ("gcp.vertex_ai", "text-embedding-004")
     assert (event.input_count, event.dimensions) == (3, 8)
-    assert event.usage == EmbeddingUsage(input_tokens=1 + 1 + 2)
+    assert event.usage == EmbeddingUsage(input_tokens=1 + 1 + 2, billable_characters=20)
     assert event.request_params == {"dimensions": 8}
     assert event.server_address == f"{LOCATION}-aiplatform.googleapis.com"
     assert_private(tape)
@@ -174,7 +178,7 @@ def test_task_type_and_one_input(predictions: Predictions, tape: Tape) -> None:
         "RETRIEVAL_QUERY",
         1,
     )
-    assert event.usage == EmbeddingUsage(input_tokens=4)
+    assert event.usage == EmbeddingUsage(input_tokens=4, billable_characters=12)
     assert_private(tape)
 
 
@@ -198,8 +202,62 @@ def test_a_count_that_is_not_a_whole_number_is_not_reported(
     assert len(result) == 3  # the caller's result is the SDK's, whatever the figure
     [event] = tape.events
     assert isinstance(event, EmbeddingEvent)
-    assert event.usage is None
+    assert event.usage == EmbeddingUsage(billable_characters=20)  # judged on its own
     assert event.malformed_usage == (malformed,)
+
+
+def with_characters(body: dict[str, Any], value: object) -> dict[str, Any]:
+    changed = copy.deepcopy(body)
+    changed["metadata"] = {"billableCharacterCount": value}
+    return changed
+
+
+@pytest.mark.parametrize(
+    ("value", "usage", "malformed"),
+    [
+        (20, EmbeddingUsage(input_tokens=4, billable_characters=20), ()),
+        (0, EmbeddingUsage(input_tokens=4, billable_characters=0), ()),
+        (20.5, EmbeddingUsage(input_tokens=4), ("billable_characters",)),
+        ("20", EmbeddingUsage(input_tokens=4), ("billable_characters",)),
+        (-20, EmbeddingUsage(input_tokens=4), ("billable_characters",)),
+        (None, EmbeddingUsage(input_tokens=4), ()),
+    ],
+    ids=["whole", "zero", "fraction", "text", "negative", "null"],
+)
+def test_the_billable_character_count_is_read_by_the_figure_rule(
+    predictions: Predictions,
+    tape: Tape,
+    value: object,
+    usage: EmbeddingUsage,
+    malformed: tuple[str, ...],
+) -> None:
+    """gRPC hands the count over as a double (``20.0``): a whole one is the wire's 20."""
+    predictions.replies.append(with_characters(THREE, value))
+    spanledger.instrument(model_on(predictions)).get_embeddings(TEXTS)
+    [event] = tape.events
+    assert isinstance(event, EmbeddingEvent)
+    assert (event.usage, event.malformed_usage) == (usage, malformed)
+
+
+def test_a_model_on_the_global_endpoint_is_recorded_with_its_host(
+    predictions: Predictions, tape: Tape
+) -> None:
+    config = vars(initializer.global_config)
+    before = dict(config)
+    try:
+        vertexai.init(location="global")  # the SDK's own state: put back below
+        model = spanledger.instrument(model_on(predictions, "text-embedding-005", "global"))
+        model.get_embeddings(TEXTS)
+    finally:
+        config.clear()
+        config.update(before)
+    [event] = tape.events
+    assert isinstance(event, EmbeddingEvent)
+    assert (event.model, event.server_address) == (
+        "text-embedding-005",
+        "aiplatform.googleapis.com",
+    )
+    assert event.usage == EmbeddingUsage(input_tokens=4, billable_characters=20)
 
 
 def test_a_prediction_without_statistics_reports_no_usage(
@@ -304,7 +362,10 @@ async def test_the_switch_records_models_made_before_and_after_it(
         ("gcp.vertex_ai", "text-embedding-004"),
         ("gcp.vertex_ai", "text-embedding-005"),
     ]
-    assert all(e.usage == EmbeddingUsage(input_tokens=4) for e in tape.events)  # type: ignore[union-attr]
+    assert all(
+        e.usage == EmbeddingUsage(input_tokens=4, billable_characters=20)  # type: ignore[union-attr]
+        for e in tape.events
+    )
 
 
 def test_the_switch_refuses_a_version_it_does_not_cover(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,8 +4,10 @@ totals must equal pricing each event in process, to the last ``Decimal`` digit.
 Random event sets cover every outcome (priced, estimated, unmetered, unpriced, not billed),
 several validity windows of one model's price, two currencies, per-request rates and rerank
 search units, reranks billed per query by rule (which report no usage), local models (never
-unpriced) and Azure deployments (priced by the model the response reported), and are compared
-row by row with ``build_spend_report`` over the same events.
+unpriced), Azure deployments (priced by the model the response reported) and Vertex AI
+embeddings reporting billable characters beside their tokens, each figure or both absent or
+malformed (priced per 1,000 characters, per million tokens, or both), and are compared row by
+row with ``build_spend_report`` over the same events.
 """
 
 from __future__ import annotations
@@ -60,6 +62,16 @@ PRICES = table(
     entry("azure.ai.openai", "text-embedding-3-small", input_per_mtok="0.02"),
     # a user's own rate for some local models; the others have none (never unpriced)
     entry("ollama", "priced-*", input_per_mtok="0.5"),
+    # billed per 1,000 characters, per million tokens, or both (with a per-request rate)
+    entry("gcp.vertex_ai", "text-embedding-005", input_per_kchar="0.000025"),
+    entry("gcp.vertex_ai", "gemini-embedding-001", input_per_mtok="0.15"),
+    entry(
+        "gcp.vertex_ai",
+        "both-measures",
+        input_per_mtok="0.1",
+        input_per_kchar="0.00002",
+        per_request="0.00001",
+    ),
 )
 EMBEDDERS = [
     ("openai", "small"),
@@ -70,6 +82,9 @@ EMBEDDERS = [
     ("azure.ai.openai", "text-embedding-3-small"),
     ("ollama", "priced-embed"),
     ("ollama", "nomic-embed-text"),
+    ("gcp.vertex_ai", "text-embedding-005"),
+    ("gcp.vertex_ai", "gemini-embedding-001"),
+    ("gcp.vertex_ai", "both-measures"),
 ]
 RERANKERS = [
     ("cohere", "rerank-v3.5"),
@@ -129,8 +144,20 @@ def events(draw: st.DrawFn) -> Event:
     answered = {**common, "response_model": draw(st.sampled_from(reported))}
     if shape == "embed":
         tokens = draw(figures)
-        garbage = () if tokens is not None else draw(st.sampled_from([(), ("input_tokens",)]))
-        return embedding_event(model, tokens=tokens, malformed_usage=garbage, **answered)
+        characters = draw(figures) if provider == "gcp.vertex_ai" else None
+        unsent = [name for name in ("input_tokens",) if tokens is None]
+        if provider == "gcp.vertex_ai" and characters is None:
+            unsent.append("billable_characters")
+        sent_badly = draw(st.lists(st.sampled_from(unsent), unique=True)) if unsent else []
+        usage_c = (
+            None
+            if tokens is None and characters is None
+            else EmbeddingUsage(input_tokens=tokens, billable_characters=characters)
+        )
+        garbage = tuple(name for name in unsent if name in sent_badly)
+        return embedding_event(
+            model, tokens=None, usage=usage_c, malformed_usage=garbage, **answered
+        )
     if shape == "rerank":
         units, tokens = draw(figures), draw(figures)
         if billing == "queries" and draw(st.integers(0, 3)):  # mostly what such APIs report
@@ -171,6 +198,7 @@ def rows(data: dict[str, Any]) -> dict[tuple[str, ...], tuple[Any, ...]]:
             row["amount"],
             row["input_tokens"],
             row["search_units"],
+            row["billable_characters"],
         )
         for row in data["rows"]
     }
@@ -236,6 +264,7 @@ PRICES_FILE = {
             name: str(value)
             for name, value in (
                 ("input_per_mtok", e.input_per_mtok),
+                ("input_per_kchar", e.input_per_kchar),
                 ("per_search_unit", e.per_search_unit),
                 ("per_request", e.per_request),
             )
@@ -266,6 +295,39 @@ def test_calls_either_side_of_a_price_change_are_priced_by_their_own_entry(
     # 1000 tokens at 0.02 per million, then 1000 at 0.013 plus 0.0000007 per request
     assert fleet["spend"] == {"USD": "0.000033700"}
     assert rows(fleet) == rows(build_spend_report([before, after], Ledger(PRICES)).to_json())
+
+
+@pytest.mark.parametrize(
+    ("model", "tokens", "characters", "status"),
+    [
+        ("gemini-embedding-001", None, 12, "unmetered"),  # billed by tokens it did not report
+        ("gemini-embedding-001", 0, 12, "priced"),  # 0 reported tokens are free
+        ("text-embedding-005", 4, None, "unmetered"),  # billed by characters it did not report
+        ("text-embedding-005", None, 0, "priced"),
+    ],
+)
+def test_a_figure_not_reported_is_not_summed_as_zero(
+    model: str,
+    tokens: int | None,
+    characters: int | None,
+    status: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The report's sums cannot tell a 0 from a figure never reported: the scan says which."""
+    usage = EmbeddingUsage(input_tokens=tokens, billable_characters=characters)
+    calls = [
+        embedding_event(model, provider="gcp.vertex_ai", tokens=None, usage=usage) for _ in range(2)
+    ]
+    log = tmp_path / "events.jsonl"
+    prices = tmp_path / "prices.json"
+    log.write_bytes(b"".join(map(event_line, calls)))
+    prices.write_text(json.dumps(PRICES_FILE))
+
+    fleet = report_json(log, "--prices", str(prices), capsys=capsys)
+
+    assert [row["status"] for row in fleet["rows"]] == [status]
+    assert rows(fleet) == rows(build_spend_report(calls, Ledger(PRICES)).to_json())
 
 
 def test_rule_billed_local_and_deployment_calls_report_as_the_ledger_prices_them(

@@ -62,6 +62,7 @@ def by_tokens(events: list[Event]) -> list[int]:
     for event in events:
         assert isinstance(event, EmbeddingEvent)
         assert event.usage is not None
+        assert event.usage.input_tokens is not None
         found.append(event.usage.input_tokens)
     return sorted(found)
 

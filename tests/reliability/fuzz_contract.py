@@ -243,7 +243,8 @@ def embedding_result_findings(result: object, input_count: int) -> list[str]:
         kinds.append("result: a vector's length differs from dimensions")
     if not all(_finite(value) for vector in result.vectors for value in vector):
         kinds.append("corruption accepted: a returned vector holds a non-finite value")
-    if result.usage is not None and result.usage.input_tokens > INT64_MAX:
+    tokens = result.usage.input_tokens if result.usage is not None else None
+    if tokens is not None and tokens > INT64_MAX:
         kinds.append("usage: a returned input_tokens figure is above 2**63-1")
     return kinds
 

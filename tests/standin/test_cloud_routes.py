@@ -37,6 +37,8 @@ from spanledger.testing import (
     standin_vector,
     vertex_embed_content,
     vertex_embeddings,
+    vertex_express_embed_content,
+    vertex_express_embeddings,
     vertex_rank,
 )
 from spanledger.wire import endpoints as declared
@@ -68,6 +70,7 @@ class Case:
     count: int = 2  # the inputs (or documents) the request holds
     figure: str | None = "tokens"  # the builder's usage argument, if it has one
     default_tokens: int | None = 5  # what the route reports by default, counted from the texts
+    characters: int | None = None  # the billable characters it reports (Vertex's :predict)
 
     @property
     def vendor(self) -> str:
@@ -108,9 +111,19 @@ def _content(path: str) -> Callable[[str], tuple[str, dict[str, Any]]]:
     return lambda model: (path.format(model=model), body)
 
 
-def _vertex_predict(model: str) -> tuple[str, dict[str, Any]]:
-    path = f"/v1/projects/p/locations/us-central1/publishers/google/models/{model}:predict"
+def _vertex_predict(
+    model: str, place: str = "projects/p/locations/us-central1/"
+) -> tuple[str, dict[str, Any]]:
+    path = f"/v1/{place}publishers/google/models/{model}:predict"
     return path, {"instances": [{"content": t, "task_type": "RETRIEVAL_DOCUMENT"} for t in TEXTS]}
+
+
+def _vertex_express_predict(model: str) -> tuple[str, dict[str, Any]]:
+    return _vertex_predict(model, place="")
+
+
+CHARACTERS = len("alphabeta") + len("gamma")
+"""The characters Vertex bills for ``TEXTS``: all but whitespace."""
 
 
 def _vertex_rank(model: str) -> tuple[str, dict[str, Any]]:
@@ -201,6 +214,24 @@ CASES = [
         declared.VERTEX_EMBEDDINGS,
         "text-embedding-005",
         _vertex_predict,
+        characters=CHARACTERS,
+    ),
+    Case(
+        "vertex-express-predict",
+        vertex_express_embeddings,
+        declared.VERTEX_EXPRESS_EMBEDDINGS,
+        "text-embedding-005",
+        _vertex_express_predict,
+        characters=CHARACTERS,
+    ),
+    Case(
+        "vertex-express-embed-content",
+        vertex_express_embed_content,
+        declared.VERTEX_EXPRESS_EMBED_CONTENT,
+        "gemini-embedding-2",
+        _content("/v1/publishers/google/models/{model}:embedContent"),
+        count=1,
+        default_tokens=3,
     ),
     Case(
         "vertex-embed-content",
@@ -294,7 +325,7 @@ def _read(case: Case, response: httpx.Response, body: dict[str, Any]) -> Embeddi
 def _usage(case: Case, figure: int) -> spanledger.EmbeddingUsage | spanledger.RerankUsage:
     if case.endpoint.operation == "rerank":
         return spanledger.RerankUsage(search_units=figure)
-    return spanledger.EmbeddingUsage(input_tokens=figure)
+    return spanledger.EmbeddingUsage(input_tokens=figure, billable_characters=case.characters)
 
 
 # Answers by default
@@ -407,9 +438,10 @@ def test_usage_malformed_sends_a_garbage_figure_where_the_vendor_reports_it(
     assert response.status_code == 200
     part = _read(case, response, body)
     assert part.usage is None
-    assert (
-        part.malformed_usage == ("input_tokens",) if case.figure == "tokens" else ("search_units",)
-    )
+    garbage: tuple[str, ...] = ("input_tokens",) if case.figure == "tokens" else ("search_units",)
+    if case.characters is not None:  # Vertex's :predict: every figure it reports is garbage
+        garbage = ("input_tokens", "billable_characters")
+    assert part.malformed_usage == garbage
     if case.endpoint.tokens_header:
         assert response.headers[case.endpoint.tokens_header] == "abc"
 
@@ -429,6 +461,30 @@ def test_routes_without_usage_never_report_any(server: StandIn, case: Case) -> N
         response, body = _post(server, case, model)
         part = _read(case, response, body)
         assert (part.usage, part.malformed_usage) == (None, ())
+
+
+@pytest.mark.parametrize("build", [vertex_embeddings, vertex_express_embeddings])
+def test_vertex_reports_a_given_billable_character_count(
+    server: StandIn, build: Callable[..., Route]
+) -> None:
+    case = BY_NAME["vertex-predict" if build is vertex_embeddings else "vertex-express-predict"]
+    server.route(build(characters=1234))
+    response, body = _post(server, case)
+    assert response.json()["metadata"] == {"billableCharacterCount": 1234}
+    part = _read(case, response, body)
+    assert part.usage == spanledger.EmbeddingUsage(input_tokens=5, billable_characters=1234)
+
+
+@pytest.mark.parametrize(
+    "place", ["projects/p/locations/global/", "projects/p/locations/europe-west4/", ""]
+)
+def test_vertex_answers_the_regional_global_and_express_routes(server: StandIn, place: str) -> None:
+    """One answer whatever the place: a region, the global endpoint, express mode (none)."""
+    path, body = _vertex_predict("text-embedding-005", place=place)
+    response = httpx.post(server.base_url("gcp.vertex_ai") + path, json=body)
+    assert response.status_code == 200, path
+    assert server.requests[-1].params["model"] == "text-embedding-005"
+    assert response.json()["metadata"] == {"billableCharacterCount": CHARACTERS}
 
 
 def test_vertex_spreads_a_given_figure_over_its_predictions(server: StandIn) -> None:

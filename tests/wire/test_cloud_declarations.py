@@ -138,12 +138,17 @@ def with_token_count(ex: Exchange, at: int, value: object) -> Exchange:
     return ex.replace(body=body)
 
 
+VERTEX_3_CHARACTERS = EmbeddingUsage(billable_characters=20)
+"""What is left of the recording's usage when its token sum is unknown: the characters billed
+are a figure of their own."""
+
+
 @pytest.mark.parametrize("at", [0, 2])
 @pytest.mark.parametrize("value", ["1", 1.5, -1, True, [1], {"n": 1}])
 def test_vertex_one_garbage_count_spoils_the_sum(at: int, value: object) -> None:
     event = only_event(with_token_count(load(VERTEX_3), at, value))
     assert event.kind == "embedding"
-    assert event.usage is None
+    assert event.usage == VERTEX_3_CHARACTERS
     assert event.malformed_usage == ("input_tokens",)
     assert event.dimensions == 8
 
@@ -153,7 +158,7 @@ def test_vertex_one_garbage_count_spoils_the_sum(at: int, value: object) -> None
 def test_vertex_one_count_absent_is_not_reported(at: int, value: object) -> None:
     """A prediction without a count (or with ``null``): the sum is unknown, nothing malformed."""
     event = only_event(with_token_count(load(VERTEX_3), at, value))
-    assert event.usage is None
+    assert event.usage == VERTEX_3_CHARACTERS
     assert event.malformed_usage == ()
 
 

@@ -79,6 +79,18 @@ class RequestReport:
                 units += event.usage.search_units or 0
         return tokens, units, unreported
 
+    def billed_characters(self) -> int | None:
+        """The billable characters the calls reported (Vertex AI's ``:predict``), ``None``
+        when none reported any."""
+        found = [
+            event.usage.billable_characters
+            for event in self.events
+            if isinstance(event, EmbeddingEvent)
+            and event.usage is not None
+            and event.usage.billable_characters is not None
+        ]
+        return sum(found) if found else None
+
     def by_status(self) -> dict[str, tuple[int, Decimal | None]]:
         """Calls and known amount per cost status. The amount is ``None`` for unpriced and
         unmetered lines, and where one status mixes currencies (never added together)."""
@@ -160,6 +172,7 @@ class RequestReport:
             calls=len(self.events),
             billed_input_tokens=tokens,
             billed_search_units=units,
+            billed_characters=self.billed_characters(),
             calls_without_usage=unreported,
             spend=amount,
             currency=currency,
@@ -183,7 +196,12 @@ class RequestReport:
             f"request {self.request_id}",
             f"  calls: {record.calls} ({record.calls_without_usage} without reported usage)",
             f"  billed: {counted(record.billed_input_tokens, 'input token')}, "
-            f"{counted(record.billed_search_units, 'search unit')}",
+            f"{counted(record.billed_search_units, 'search unit')}"
+            + (
+                f", {counted(record.billed_characters, 'billable character')}"
+                if record.billed_characters is not None
+                else ""
+            ),
         ]
         for status, (count, amount) in sorted(self.by_status().items()):
             money = (

@@ -2,14 +2,15 @@
 
 The vendor is taken, in order, from the caller's ``vendors`` map (a host, or a URL prefix), the
 vendor's public API hosts (or Ollama's port), a route only one vendor serves (Bedrock's
-``/model/{id}/invoke``, Google's ``:embedContent`` and ``:predict``, Azure's deployments,
-Ollama's ``/api/embed``), the route itself (``/v2/embed`` is Cohere, ``/embed`` with ``texts``
-is Cohere's v1 and with ``inputs`` TEI), the model's name (``voyage-…``, ``jina-…``,
-``mistral-embed``), and finally the body's shape (Voyage's ``input_type`` / ``top_k``, Cohere's
-rerank models and keys, Jina's ``task`` / ``top_n``; other ``/embeddings`` requests are the
-OpenAI-compatible wire). Where several endpoints share a route (Bedrock's models), the body's
-keys choose. Which keys carry what is each endpoint's declaration in ``spanledger.wire``; the
-request's facts are read by ``spanledger.recording.facts.request_facts``.
+``/model/{id}/invoke``, Google's ``:embedContent`` and ``:predict``, Vertex AI's regional,
+global and express-mode paths alike, Azure's deployments, Ollama's ``/api/embed``), the route
+itself (``/v2/embed`` is Cohere, ``/embed`` with ``texts`` is Cohere's v1 and with ``inputs``
+TEI), the model's name (``voyage-…``, ``jina-…``, ``mistral-embed``), and finally the body's
+shape (Voyage's ``input_type`` / ``top_k``, Cohere's rerank models and keys, Jina's ``task`` /
+``top_n``; other ``/embeddings`` requests are the OpenAI-compatible wire). Where several
+endpoints share a route (Bedrock's models), the body's keys choose. Which keys carry what is
+each endpoint's declaration in ``spanledger.wire``; the request's facts are read by
+``spanledger.recording.facts.request_facts``.
 """
 
 from __future__ import annotations

@@ -155,13 +155,14 @@ _Figures = tuple[
     CostLine | None,
     SpanContext | None,  # the call's span, so exemplars point at it
     tuple[str, ...],  # usage figures the provider sent that were not counts
+    int | None,  # billable characters reported
 ]
 
 
 def _figures(event: Event, span: SpanContext | None) -> _Figures:
     """The few fields the metrics need: neither the event nor the span (payload and all) is
     kept, only the span's identity."""
-    input_tokens = search_units = None
+    input_tokens = search_units = characters = None
     error = None
     malformed: tuple[str, ...] = ()
     if isinstance(event, SUCCEEDED_EVENTS):
@@ -171,6 +172,8 @@ def _figures(event: Event, span: SpanContext | None) -> _Figures:
             input_tokens = usage.input_tokens
             if isinstance(usage, RerankUsage):
                 search_units = usage.search_units
+            else:
+                characters = usage.billable_characters
     elif isinstance(event, FAILED_EVENTS):
         error = event.error_category.value
     return (
@@ -184,6 +187,7 @@ def _figures(event: Event, span: SpanContext | None) -> _Figures:
         event.cost,
         span,
         malformed,
+        characters,
     )
 
 
@@ -226,6 +230,11 @@ class GenAIMetrics:
             "spanledger.rerank.search_units",
             unit="{search_unit}",
             description="Search units the provider reported for rerank calls.",
+        )
+        self.billable_characters = meter.create_counter(
+            "spanledger.embedding.billable_characters",
+            unit="{character}",
+            description="Input characters the provider reported billing for embedding calls.",
         )
         self.cost = meter.create_counter(
             "spanledger.cost",
@@ -271,7 +280,7 @@ class GenAIMetrics:
         self._attribute_cache: dict[tuple[bool, str, str, str | None, bool], dict[str, Any]] = {}
         self._label_sets: set[tuple[bool, str, str]] = set()
         self._overflow_providers: set[str] = set()
-        self._counter_totals: dict[tuple[bool, str, str], int] = {}
+        self._counter_totals: dict[tuple[str, bool, str, str], int] = {}
         self._pending: deque[_Figures] = deque()
         self._drain_lock = _forksafe.lock(self, "_drain_lock")
         self.failures = 0
@@ -394,9 +403,10 @@ class GenAIMetrics:
         self._count_failure("value_out_of_range")
         return False
 
-    def _counter_total_fits(self, labels: tuple[bool, str, str], amount: int) -> bool:
-        """Whether adding ``amount`` keeps the counter's total for ``labels`` within signed
-        64-bit (the SDK sums without bound; the encoder then fails on every export)."""
+    def _counter_total_fits(self, labels: tuple[str, bool, str, str], amount: int) -> bool:
+        """Whether adding ``amount`` keeps the total of the counter (named first in
+        ``labels``) for its labels within signed 64-bit (the SDK sums without bound; the
+        encoder then fails on every export)."""
         total = self._counter_totals.get(labels, 0) + amount
         if total > _INT64_MAX:
             self._count_failure("counter_total_out_of_range")
@@ -416,6 +426,7 @@ class GenAIMetrics:
         cost: CostLine | None,
         span: SpanContext | None,
         malformed: tuple[str, ...] = (),
+        characters: int | None = None,
     ) -> None:
         context = trace.set_span_in_context(NonRecordingSpan(span)) if span is not None else None
         provider, model = self._labels(embedding, provider, model)
@@ -434,10 +445,18 @@ class GenAIMetrics:
         if (
             search_units is not None
             and self._measured(search_units)
-            and self._counter_total_fits((embedding, provider, model), search_units)
+            and self._counter_total_fits(("units", embedding, provider, model), search_units)
         ):
             self.search_units.add(
                 search_units, self._attributes(embedding, provider, model, None, False), context
+            )
+        if (
+            characters is not None
+            and self._measured(characters)
+            and self._counter_total_fits(("characters", embedding, provider, model), characters)
+        ):
+            self.billable_characters.add(
+                characters, self._attributes(embedding, provider, model, None, False), context
             )
         if cost is not None:
             self._record_cost(provider, model, cost, context)

@@ -22,13 +22,13 @@ __all__ = ["ConsoleSink", "describe_event"]
 def _usage_text(usage: EmbeddingUsage | RerankUsage | None) -> str:
     if usage is None:
         return "usage not reported"
-    if isinstance(usage, EmbeddingUsage):
-        return f"{usage.input_tokens} input tokens"
     figures = []
-    if usage.search_units is not None:
+    if isinstance(usage, RerankUsage) and usage.search_units is not None:
         figures.append(f"{usage.search_units} search units")
     if usage.input_tokens is not None:
         figures.append(f"{usage.input_tokens} input tokens")
+    if isinstance(usage, EmbeddingUsage) and usage.billable_characters is not None:
+        figures.append(f"{usage.billable_characters} billable characters")
     return ", ".join(figures)
 
 

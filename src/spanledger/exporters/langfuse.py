@@ -150,6 +150,10 @@ def _fields(event: Event, cost: CostLine | None) -> dict[str, Any]:
             metadata["usage_source"] = event.usage_source
     if isinstance(event, EmbeddingEvent) and event.dimensions is not None:
         metadata["dimensions"] = event.dimensions
+    if isinstance(event, EmbeddingEvent) and event.usage is not None:
+        characters = event.usage.billable_characters  # only Vertex AI's ``:predict`` reports it
+        if characters is not None:
+            usage["billable_characters"] = characters
     if isinstance(event, RerankEvent):
         metadata["result_count"] = event.result_count
         if event.usage is not None and event.usage.search_units is not None:

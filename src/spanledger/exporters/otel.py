@@ -217,9 +217,13 @@ def _attributes(
             if usage.input_tokens is not None:
                 attributes[names.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
                 details.append(f'"input":{usage.input_tokens}')
-            if isinstance(usage, RerankUsage) and usage.search_units is not None:
-                attributes[names.USAGE_SEARCH_UNITS] = usage.search_units
-                details.append(f'"search_units":{usage.search_units}')
+            if isinstance(usage, RerankUsage):
+                if usage.search_units is not None:
+                    attributes[names.USAGE_SEARCH_UNITS] = usage.search_units
+                    details.append(f'"search_units":{usage.search_units}')
+            elif usage.billable_characters is not None:
+                attributes[names.USAGE_BILLABLE_CHARACTERS] = usage.billable_characters
+                details.append(f'"billable_characters":{usage.billable_characters}')
             attributes[names.LANGFUSE_USAGE_DETAILS] = "{" + ",".join(details) + "}"
         if event.malformed_usage:
             attributes[names.USAGE_MALFORMED] = list(event.malformed_usage)
@@ -303,6 +307,8 @@ def attribution_attributes(record: AttributionRecord) -> dict[str, Any]:
     attributes[names.ATTRIBUTION_CALLS] = record.calls
     attributes[names.ATTRIBUTION_BILLED_INPUT_TOKENS] = record.billed_input_tokens
     attributes[names.ATTRIBUTION_BILLED_SEARCH_UNITS] = record.billed_search_units
+    if record.billed_characters is not None:
+        attributes[names.ATTRIBUTION_BILLED_CHARACTERS] = record.billed_characters
     attributes[names.ATTRIBUTION_CALLS_WITHOUT_USAGE] = record.calls_without_usage
     for status, calls in record.calls_by_status.items():
         attributes[names.ATTRIBUTION_CALLS_BY_STATUS_PREFIX + encodable(status)] = calls

@@ -26,7 +26,7 @@ from spanledger.fleet.scan import (
 
 __all__ = ["Exported", "export_parquet"]
 
-_USAGE = "STRUCT(input_tokens BIGINT, search_units BIGINT)"
+_USAGE = "STRUCT(input_tokens BIGINT, search_units BIGINT, billable_characters BIGINT)"
 _EVENT_COLUMNS = {
     "schema": "BIGINT",
     "kind": "VARCHAR",
@@ -72,6 +72,7 @@ _EVENT_COLUMNS = {
     "calls": "BIGINT",
     "billed_input_tokens": "BIGINT",
     "billed_search_units": "BIGINT",
+    "billed_characters": "BIGINT",
     "calls_without_usage": "BIGINT",
     "spend": "VARCHAR",
     "currency": "VARCHAR",
@@ -81,7 +82,8 @@ _EVENT_COLUMNS = {
 _EVENTS = """kind, call_id, request_id, logical_call_id, attempt, retried, provider, model,
     ts AS started_at, latency_ms, server_address, server_port, response_model, response_id,
     billing, input_count, input_type, dimensions, query_length, document_count, top_k, result_count,
-    usage.input_tokens AS input_tokens, usage.search_units AS search_units, usage_source,
+    usage.input_tokens AS input_tokens, usage.search_units AS search_units,
+    usage.billable_characters AS billable_characters, usage_source,
     estimated_usage.input_tokens AS estimated_input_tokens,
     estimated_usage.search_units AS estimated_search_units,
     error_category, error_type, status_code, retry_after,
@@ -89,7 +91,8 @@ _EVENTS = """kind, call_id, request_id, logical_call_id, attempt, retried, provi
     cost.code AS cost_code, cost.price_entry AS price_entry"""
 _ATTRIBUTION = """request_id, ts AS at, frames_served, frames_rendered, frames_cited,
     rendered_tokens, cited_tokens, uncited_rendered_tokens, cited_token_share, reconcilable,
-    calls, billed_input_tokens, billed_search_units, calls_without_usage, spend, currency,
+    calls, billed_input_tokens, billed_search_units, billed_characters, calls_without_usage,
+    spend, currency,
     spend_complete, spend_per_cited_token"""
 
 

@@ -79,6 +79,7 @@ class FleetReport:
                     "amount": str(row.amount) if status in AMOUNT_STATUSES else None,
                     "input_tokens": row.input_tokens,
                     "search_units": row.search_units,
+                    "billable_characters": row.billable_characters,
                 }
                 for (keys, status, currency), row in self._sorted_rows()
             ],
@@ -96,12 +97,30 @@ class FleetReport:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(
-            [*self.by, "status", "currency", "calls", "amount", "input_tokens", "search_units"]
+            [
+                *self.by,
+                "status",
+                "currency",
+                "calls",
+                "amount",
+                "input_tokens",
+                "search_units",
+                "billable_characters",
+            ]
         )
         for (keys, status, currency), row in self._sorted_rows():
             amount = str(row.amount) if status in AMOUNT_STATUSES else ""
             writer.writerow(
-                [*keys, status, currency, row.calls, amount, row.input_tokens, row.search_units]
+                [
+                    *keys,
+                    status,
+                    currency,
+                    row.calls,
+                    amount,
+                    row.input_tokens,
+                    row.search_units,
+                    row.billable_characters,
+                ]
             )
         return out.getvalue()
 
@@ -125,6 +144,7 @@ class FleetReport:
         }
         header = " ".join(f"{name:<{widths[name]}}" for name in self.by)
         header += f" {'status':<11} {'calls':>8} {'amount':>18} {'tokens':>12} {'units':>8}"
+        header += f" {'chars':>12}"
         lines.append(header.strip())
         for (keys, status, currency), row in rows:
             amount = amount_text(status, currency, row.amount)
@@ -133,7 +153,7 @@ class FleetReport:
             )
             lines.append(
                 f"{cells} {status:<11} {row.calls:>8} {amount:>18} {row.input_tokens:>12} "
-                f"{row.search_units:>8}".strip()
+                f"{row.search_units:>8} {row.billable_characters:>12}".strip()
             )
         if self.unpriced_models:
             lines.append("")
@@ -165,6 +185,7 @@ def _add(
     if group.outcome == "succeeded":
         total.input_tokens += group.input_tokens
         total.search_units += group.search_units
+        total.billable_characters += group.billable_characters or 0
 
 
 def price_scan(scan: Scan, by: Sequence[Grouping], ledger: Ledger | None) -> FleetReport:
@@ -184,6 +205,7 @@ def price_scan(scan: Scan, by: Sequence[Grouping], ledger: Ledger | None) -> Fle
         if group.outcome == "succeeded":  # billed figures: what the provider reported
             row.input_tokens += group.input_tokens
             row.search_units += group.search_units
+            row.billable_characters += group.billable_characters or 0
         status, currency = line.status.value, line.currency or ""
         _add(report.models, (group.provider, group.model, status, currency), group, line)
         if group.day is not None:
@@ -208,7 +230,7 @@ def _priced(group: CallGroup, ledger: Ledger | None) -> CostLine:
         if group.operation == "rerank":
             usage = RerankUsage(input_tokens=group.input_tokens, search_units=group.search_units)
         else:
-            usage = EmbeddingUsage(input_tokens=group.input_tokens)
+            usage = _embedding_usage(group)
     return ledger.price_calls(
         group.calls,
         group.provider,
@@ -224,6 +246,15 @@ def _priced(group: CallGroup, ledger: Ledger | None) -> CostLine:
         documents=group.documents,
         seconds=Decimal(group.micros) / _MICROSECONDS,
     )
+
+
+def _embedding_usage(group: CallGroup) -> EmbeddingUsage | None:
+    """The group's summed embedding figures: tokens only where its calls reported them, so
+    a group that reported only characters is not priced as if it had reported 0 tokens."""
+    tokens = group.input_tokens if group.tokens_reported else None
+    if tokens is None and group.billable_characters is None:
+        return None
+    return EmbeddingUsage(input_tokens=tokens, billable_characters=group.billable_characters)
 
 
 def _recorded(group: CallGroup) -> CostLine:

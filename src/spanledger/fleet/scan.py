@@ -45,8 +45,10 @@ _COLUMNS = {
     "model": "VARCHAR",
     "started_at": "VARCHAR",
     "request_id": "VARCHAR",
-    "usage": "STRUCT(input_tokens BIGINT, search_units BIGINT)",
-    "estimated_usage": "STRUCT(input_tokens BIGINT, search_units BIGINT)",
+    "usage": "STRUCT(input_tokens BIGINT, search_units BIGINT, billable_characters BIGINT)",
+    "estimated_usage": (
+        "STRUCT(input_tokens BIGINT, search_units BIGINT, billable_characters BIGINT)"
+    ),
     "error_category": "VARCHAR",
     "error_type": "VARCHAR",
     "status_code": "VARCHAR",
@@ -85,7 +87,10 @@ class CallGroup:
     same). ``cost`` is the recorded cost line's (status, currency, code, amount) when the report
     prices from the log rather than a table. ``documents`` is the document count each call
     sent, for successful reranks that reported no usage and are billed by the documented rule
-    (``billing == "queries"``), whose rule rounds up per call; ``None`` for every other call."""
+    (``billing == "queries"``), whose rule rounds up per call; ``None`` for every other call.
+    ``billable_characters`` is the calls' summed character figure, ``None`` when they reported
+    none; ``tokens_reported`` says whether they reported a token figure (an embedding may
+    report only characters), which ``input_tokens`` (0 then) cannot tell."""
 
     keys: tuple[str, ...]
     provider: str
@@ -107,6 +112,8 @@ class CallGroup:
     micros: int = 0
     """The succeeded calls' summed latency in whole microseconds (each rounded down), which a
     ``per_compute_second`` rate prices."""
+    billable_characters: int | None = None
+    tokens_reported: bool = True
 
 
 @dataclass
@@ -224,7 +231,7 @@ def _scan(
             f"""SELECT {keys}, provider, model, operation, outcome, reported, category, error,
                 status,
                 cost_status, cost_currency, cost_code, cost_amount, calls, tokens, units, first_at,
-                malformed, billing, response_model, documents, micros
+                malformed, billing, response_model, documents, micros, characters, has_token_figure
             FROM grouped WHERE class = 'call'"""
         ).fetchall()
     ]
@@ -343,15 +350,18 @@ def _grouping_query(
             SELECT *,
                 {call} AND figures IS NOT NULL AS reported,
                 CASE WHEN {call} THEN coalesce(figures.input_tokens, 0) ELSE 0 END AS tokens,
-                CASE WHEN {call} THEN coalesce(figures.search_units, 0) ELSE 0 END AS units
+                CASE WHEN {call} THEN coalesce(figures.search_units, 0) ELSE 0 END AS units,
+                CASE WHEN {call} THEN figures.billable_characters END AS chars,
+                {call} AND figures.input_tokens IS NOT NULL AS has_token_figure
             FROM calls
         )
         SELECT class, {", ".join(f"k{i}" for i in range(len(by)))}, provider, model, operation,
             outcome,
-            reported, tokens > 0 AS has_tokens, units > 0 AS has_units, price_window,
+            reported, tokens > 0 AS has_tokens, units > 0 AS has_units, has_token_figure,
+            chars IS NOT NULL AS has_characters, price_window,
             category, error, status, cost_status, cost_currency, cost_code, cost_amount, record,
             malformed, billing, response_model, documents, count(*) AS lines,
-            sum(tokens) AS tokens, sum(units) AS units,
+            sum(tokens) AS tokens, sum(units) AS units, sum(chars) AS characters,
             coalesce(sum(call_micros), 0) AS micros,
             min(ts) AS first_at, count(*) FILTER (WHERE {call}) AS calls
         FROM measured
@@ -386,6 +396,8 @@ def _group(row: tuple[Any, ...], width: int, daily: bool = False) -> CallGroup:
         response_model,
         documents,
         micros,
+        characters,
+        has_token_figure,
     ) = row[width:]
     recorded = cost_status is not None or cost_amount is not None
     return CallGroup(
@@ -407,6 +419,8 @@ def _group(row: tuple[Any, ...], width: int, daily: bool = False) -> CallGroup:
         documents=int(documents) if documents is not None else None,
         day=day,
         micros=int(micros),
+        billable_characters=int(characters) if characters is not None else None,
+        tokens_reported=bool(has_token_figure),
     )
 
 

@@ -41,20 +41,28 @@ __all__ = [
     "example_prices_path",
 ]
 
-RATE_FIELDS = ("input_per_mtok", "per_search_unit", "per_request", "per_compute_second")
+RATE_FIELDS = (
+    "input_per_mtok",
+    "input_per_kchar",
+    "per_search_unit",
+    "per_request",
+    "per_compute_second",
+)
 _ENTRY_FIELDS = frozenset(
     {"provider", "model", "currency", "valid_from", "valid_until", "checked", "note", *RATE_FIELDS}
 )
 _TABLE_FIELDS = frozenset({"currency", "prices"})
 _GLOB_CHARS = frozenset("*?[")
 _MILLION = Decimal(1_000_000)
+_THOUSAND = Decimal(1_000)
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _UNREAD_FORMATS = {".yaml": "YAML", ".yml": "YAML"}
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 _log = get_logger("spanledger.ledger")
 
 MAX_RATE = Decimal(1_000_000)
-"""The largest rate accepted, per million tokens, per search unit or per request.
+"""The largest rate accepted, per million tokens, per 1,000 characters, per search unit, per
+request or per second of compute.
 
 Real list prices are cents to a few dollars; a rate a million times the dearest one is a typo
 or hostile input. With ``MAX_RATE_DIGITS`` and ``MAX_RATE_PLACES`` it keeps a rate, its
@@ -98,15 +106,22 @@ class PriceEntry:
     valid_until: datetime | None = None
     checked: date | None = None
     note: str | None = None
+    input_per_kchar: Decimal | None = None
+    """A rate per 1,000 input characters the provider reports billing (Vertex AI's
+    ``billableCharacterCount``): an entry with it bills characters, and records tokens."""
     label: str = field(init=False, compare=False)
     """``provider/model``, for reasons and reports."""
     per_token: Decimal | None = field(init=False, compare=False, repr=False)
     """``input_per_mtok`` divided by a million, computed once."""
+    per_character: Decimal | None = field(init=False, compare=False, repr=False)
+    """``input_per_kchar`` divided by a thousand, computed once."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "label", f"{self.provider}/{self.model}")
         rate = self.input_per_mtok
         object.__setattr__(self, "per_token", rate / _MILLION if rate is not None else None)
+        kchar = self.input_per_kchar
+        object.__setattr__(self, "per_character", kchar / _THOUSAND if kchar is not None else None)
 
     @property
     def is_glob(self) -> bool:
@@ -121,6 +136,7 @@ class PriceEntry:
         """What two entries must share to price a model the same way."""
         return (
             self.input_per_mtok,
+            self.input_per_kchar,
             self.per_search_unit,
             self.per_request,
             self.per_compute_second,

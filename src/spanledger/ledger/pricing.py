@@ -143,7 +143,10 @@ def price_usage(
     reason); ``basis``: why the usage of an ``estimated`` line is an estimate; ``seconds``:
     the compute time an entry's ``per_compute_second`` rate prices (see ``compute_seconds``).
     An entry with that rate bills compute: a token or search-unit figure it has no rate for
-    is then recorded, not charged."""
+    is then recorded, not charged. Tokens and billable characters are two measures of one
+    input: an entry with a rate for one (``input_per_mtok``, ``input_per_kchar``) records the
+    other, and an embedding whose provider did not report the measure the entry bills by is
+    unmetered."""
     lookup = table.lookup(provider, model, at)
     fallback: str | None = None
     if (
@@ -190,7 +193,11 @@ def price_usage(
             price_entry=entry.label,
         )
     if usage is None:
-        if entry.input_per_mtok is None and entry.per_search_unit is None:
+        if (
+            entry.input_per_mtok is None
+            and entry.input_per_kchar is None
+            and entry.per_search_unit is None
+        ):
             charged = {"requests": per_request} if per_request is not None else {}
             return CostLine(
                 CostStatus.PRICED,
@@ -217,16 +224,32 @@ def price_usage(
             dimensions={"requests": per_request} if per_request is not None else {},
             price_entry=entry.label,
         )
+    characters = usage.billable_characters if type(usage) is EmbeddingUsage else None
+    if type(usage) is EmbeddingUsage:
+        unreported = _unreported_measure(entry, usage.input_tokens, characters)
+        if unreported is not None:
+            return _unmetered_measure(entry, unreported, malformed, fallback)
     dimensions: dict[str, Decimal] = {}
     amount: Decimal | None = None
     if per_request is not None:
         dimensions["requests"] = amount = per_request
     amount = _compute(dimensions, entry, seconds, amount)
+    # an input measure the entry has no rate for is recorded, not charged, when the entry
+    # bills the call another way (compute, or the other measure of the same input)
     tokens = usage.input_tokens
-    if tokens and not (by_compute and entry.per_token is None):
+    if tokens and not (entry.per_token is None and (by_compute or entry.per_character is not None)):
         if entry.per_token is None:
             return _missing_rate(entry, "input_per_mtok", tokens, "input_tokens", fallback)
         dimensions["input_tokens"] = cost = entry.per_token * tokens
+        amount = cost if amount is None else amount + cost
+    if characters and not (
+        entry.per_character is None and (by_compute or entry.per_token is not None)
+    ):
+        if entry.per_character is None:
+            return _missing_rate(
+                entry, "input_per_kchar", characters, "billable_characters", fallback
+            )
+        dimensions["billable_characters"] = cost = entry.per_character * characters
         amount = cost if amount is None else amount + cost
     units = usage.search_units if type(usage) is RerankUsage else None
     if units and not (by_compute and entry.per_search_unit is None):
@@ -272,6 +295,44 @@ def _compute(
 
 def _noting(reason: str, fallback: str | None) -> str:
     return reason if fallback is None else f"{reason}; {fallback}"
+
+
+_MEASURES = (("input_per_mtok", "input_tokens"), ("input_per_kchar", "billable_characters"))
+"""The rates an embedding's input is billed by, each with the figure it prices."""
+
+
+def _unreported_measure(
+    entry: PriceEntry, tokens: int | None, characters: int | None
+) -> tuple[str, str] | None:
+    """The (rate, figure) of ``entry``'s that an embedding's usage lacks the figure for."""
+    for (rate, figure), value in zip(_MEASURES, (tokens, characters), strict=True):
+        if value is None and getattr(entry, rate) is not None:
+            return rate, figure
+    return None
+
+
+def _unmetered_measure(
+    entry: PriceEntry, measure: tuple[str, str], malformed: Sequence[str], fallback: str | None
+) -> CostLine:
+    """An embedding whose provider did not report (or sent malformed) the figure ``entry``
+    bills by: only a per-request rate can be charged."""
+    rate, figure = measure
+    sent_bad = figure in malformed
+    per_request = entry.per_request
+    return CostLine(
+        status=CostStatus.UNMETERED,
+        amount=per_request,
+        currency=entry.currency if per_request is not None else None,
+        code=CostCode.USAGE_MALFORMED if sent_bad else CostCode.USAGE_NOT_REPORTED,
+        reason=_noting(
+            f"{entry.label} bills by {rate}, but the provider's {figure} "
+            + ("was not a count" if sent_bad else "was not reported")
+            + "; only a per-request rate can be charged",
+            fallback,
+        ),
+        dimensions={"requests": per_request} if per_request is not None else {},
+        price_entry=entry.label,
+    )
 
 
 def _missing_rate(

@@ -49,6 +49,7 @@ class SpendReport:
                     "amount": str(group.amount) if status in AMOUNT_STATUSES else None,
                     "input_tokens": group.input_tokens,
                     "search_units": group.search_units,
+                    "billable_characters": group.billable_characters,
                 }
             )
         return {
@@ -75,7 +76,7 @@ class SpendReport:
         )
         lines.append("")
         header = f"{'provider':<10} {'model':<36} {'status':<11} {'calls':>6} {'amount':>18} "
-        header += f"{'tokens':>10} {'units':>7}"
+        header += f"{'tokens':>10} {'units':>7} {'chars':>10}"
         lines.append(header)
         for (provider, model, status, currency), group in sorted(
             self.totals.by("provider", "model", "status", "currency").items()
@@ -87,7 +88,8 @@ class SpendReport:
             )
             lines.append(
                 f"{provider:<10} {model:<36} {status:<11} {group.calls:>6} {amount:>18} "
-                f"{group.input_tokens:>10} {group.search_units:>7}"
+                f"{group.input_tokens:>10} {group.search_units:>7} "
+                f"{group.billable_characters:>10}"
             )
         if self.unpriced_models:
             lines.append("")

@@ -14,7 +14,7 @@ from spanledger import _forksafe
 from spanledger.costs import KNOWN_STATUSES, CostLine, CostStatus
 from spanledger.events import EmbeddingEvent, Event, RerankEvent
 
-__all__ = ["GroupKey", "GroupTotal", "Totals", "billed_figures"]
+__all__ = ["GroupKey", "GroupTotal", "Totals", "billed_characters", "billed_figures"]
 
 
 def billed_figures(event: Event) -> tuple[int, int]:
@@ -26,6 +26,13 @@ def billed_figures(event: Event) -> tuple[int, int]:
             units = usage.search_units if kind is RerankEvent else None  # type: ignore[union-attr]
             return usage.input_tokens or 0, units or 0
     return 0, 0
+
+
+def billed_characters(event: Event) -> int:
+    """Provider-reported billable characters of an event (0 when not reported)."""
+    if type(event) is EmbeddingEvent and event.usage is not None:
+        return event.usage.billable_characters or 0
+    return 0
 
 
 @dataclass(frozen=True, order=True)
@@ -48,6 +55,7 @@ class GroupTotal:
     amount: Decimal = Decimal(0)
     input_tokens: int = 0
     search_units: int = 0
+    billable_characters: int = 0
 
 
 class Totals:
@@ -67,6 +75,7 @@ class Totals:
             line.currency or "",
         )
         tokens, units = billed_figures(event)
+        characters = billed_characters(event)
         with self._lock:
             group = self._groups.get(key)
             if group is None:
@@ -76,6 +85,7 @@ class Totals:
                 group.amount += line.amount
             group.input_tokens += tokens
             group.search_units += units
+            group.billable_characters += characters
 
     def extend(self, priced: Iterable[tuple[Event, CostLine]]) -> None:
         """Count each (event, cost line) pair."""
@@ -87,7 +97,7 @@ class Totals:
         with self._lock:
             return {
                 GroupKey(request, provider, model, status.value, currency): GroupTotal(
-                    g.calls, g.amount, g.input_tokens, g.search_units
+                    g.calls, g.amount, g.input_tokens, g.search_units, g.billable_characters
                 )
                 for (request, provider, model, status, currency), g in self._groups.items()
             }
@@ -102,6 +112,7 @@ class Totals:
             total.amount += group.amount
             total.input_tokens += group.input_tokens
             total.search_units += group.search_units
+            total.billable_characters += group.billable_characters
         return rolled
 
     def spend(self, currency: str | None = None) -> dict[str, Decimal]:

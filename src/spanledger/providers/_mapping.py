@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Iterable
-from typing import Any, ClassVar, get_args
+from typing import Any, get_args
 
 import httpx
 
@@ -60,9 +60,10 @@ def apply_prefix(
 
 class _Mapping(ABC):
     """Endpoint, auth and status handling shared by every vendor mapping; what the wire means
-    is the endpoint's declaration."""
+    is the endpoint's declaration (the class's, or one a mode of the vendor's picks before
+    ``__init__`` runs)."""
 
-    endpoint: ClassVar[Endpoint]
+    endpoint: Endpoint
 
     def __init__(
         self,
@@ -232,11 +233,18 @@ def _summed(counts: Iterable[int]) -> int | None:
 
 
 def _sum_embedding_usage(parts: list[EmbeddingPart]) -> EmbeddingUsage | None:
-    """The chunks' tokens added up, when every chunk reported a sound figure."""
-    if any(part.usage is None for part in parts):
+    """The chunks' figures added up, each one when every chunk reported it sound."""
+    usages = [part.usage for part in parts]
+    tokens = characters = None
+    if all(u is not None and u.input_tokens is not None for u in usages):
+        tokens = _summed(u.input_tokens for u in usages if u and u.input_tokens is not None)
+    if all(u is not None and u.billable_characters is not None for u in usages):
+        characters = _summed(
+            u.billable_characters for u in usages if u and u.billable_characters is not None
+        )
+    if tokens is None and characters is None:
         return None
-    tokens = _summed(part.usage.input_tokens for part in parts if part.usage)
-    return _embedding_usage({"input_tokens": tokens}) if tokens is not None else None
+    return _embedding_usage({"input_tokens": tokens, "billable_characters": characters})
 
 
 def _stitch_embeddings(parts: list[EmbeddingPart], bound_model: str) -> EmbeddingResponse:

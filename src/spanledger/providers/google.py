@@ -1,9 +1,10 @@
-"""Google: the Gemini API's ``batchEmbedContents``, Vertex AI's text embeddings (``:predict``)
-and the Vertex AI ranking API (``rankingConfigs/…:rank``).
+"""Google: the Gemini API's ``batchEmbedContents``, Vertex AI's text embeddings (``:predict``,
+regional, global or in express mode) and the Vertex AI ranking API (``rankingConfigs/…:rank``).
 
 The Gemini API reports ``usageMetadata.promptTokenCount`` for some models only; Vertex reports a
-token count per prediction; the ranking API reports no usage at all (it bills per query of up
-to 100 records, which the ledger prices as an estimate by that rule).
+token count per prediction and the characters it bills (``text-embedding-*`` is priced per
+1,000 of them); the ranking API reports no usage at all (it bills per query of up to 100
+records, which the ledger prices as an estimate by that rule).
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ from typing import Any, Unpack
 from spanledger.providers._calls import EmbedCall, RerankCall, invalid_request, with_extras
 from spanledger.providers._mapping import EmbeddingMapping, RerankMapping
 from spanledger.providers._provider import ClientOptions, EmbeddingProvider, RerankProvider
-from spanledger.wire.endpoints import GEMINI_EMBEDDINGS, VERTEX_EMBEDDINGS, VERTEX_RANK
+from spanledger.wire.endpoints import (
+    GEMINI_EMBEDDINGS,
+    VERTEX_EMBEDDINGS,
+    VERTEX_EXPRESS_EMBEDDINGS,
+    VERTEX_RANK,
+)
 
 __all__ = [
     "GeminiEmbeddingMapping",
@@ -24,6 +30,8 @@ __all__ = [
     "VertexReranker",
 ]
 
+_DEFAULT_LOCATION = "us-central1"
+"""Where Vertex AI embeddings run when a project is given without a location."""
 _TASK_TYPES = {
     "query": "RETRIEVAL_QUERY",
     "document": "RETRIEVAL_DOCUMENT",
@@ -83,19 +91,33 @@ class GeminiEmbeddingMapping(EmbeddingMapping):
 
 class VertexEmbeddingMapping(EmbeddingMapping):
     """``POST …/publishers/google/models/{model}:predict``: ``{instances: [{content,
-    task_type}], parameters: {autoTruncate: false, outputDimensionality}}``. The key is an
-    OAuth access token, sent as a bearer token."""
+    task_type}], parameters: {autoTruncate: false, outputDimensionality}}``. With a project,
+    the route names it and its location, and the key is an OAuth access token sent as a bearer
+    token; without one, Vertex AI express mode: the route names neither, and the key is an API
+    key sent in ``x-goog-api-key``."""
 
     endpoint = VERTEX_EMBEDDINGS
 
-    def __init__(self, *, project: str, location: str, **common: Any) -> None:
-        if type(project) is not str or not project:
-            raise ValueError("VertexEmbeddings needs project=... (the Google Cloud project id)")
+    def __init__(self, *, project: str | None, location: str | None, **common: Any) -> None:
+        if project is None:
+            if location is not None:
+                raise ValueError(
+                    "VertexEmbeddings takes location=... with project=...; express mode "
+                    "(an API key, no project) has no location"
+                )
+            self.endpoint = VERTEX_EXPRESS_EMBEDDINGS
+        elif type(project) is not str or not project:
+            raise ValueError(
+                "VertexEmbeddings needs project=... (the Google Cloud project id), or no "
+                "project at all for Vertex AI express mode"
+            )
         self.project = project
-        self.location = location
+        self.location = location or _DEFAULT_LOCATION
         super().__init__(**common)
 
     def route_values(self) -> dict[str, str]:
+        if self.project is None:
+            return {"model": self.model}
         return {"model": self.model, "project": self.project, "location": self.location}
 
     def default_chunk_size(self) -> int | None:
@@ -164,8 +186,12 @@ class GeminiEmbeddings(EmbeddingProvider):
 
 class VertexEmbeddings(EmbeddingProvider):
     """Vertex AI text embeddings for ``project`` in ``location`` (default ``us-central1``;
-    ``base_url`` defaults to that region's host). ``api_key`` is an OAuth access token (for
-    example ``gcloud auth print-access-token``)."""
+    ``global`` is the global endpoint; ``base_url`` defaults to that location's host), with
+    ``api_key`` an OAuth access token (for example ``gcloud auth print-access-token``).
+
+    Without ``project``: Vertex AI express mode, on ``aiplatform.googleapis.com`` with no
+    project or location in the path, and ``api_key`` an express-mode API key (else
+    ``GOOGLE_API_KEY``)."""
 
     mapping_class = VertexEmbeddingMapping
 
@@ -173,13 +199,13 @@ class VertexEmbeddings(EmbeddingProvider):
         self,
         model: str,
         *,
-        project: str,
-        location: str = "us-central1",
+        project: str | None = None,
+        location: str | None = None,
         **options: Unpack[ClientOptions],
     ) -> None:
         self._place = {"project": project, "location": location}
-        if options.get("base_url") is None:
-            options["base_url"] = _vertex_origin(location)
+        if options.get("base_url") is None and project is not None:
+            options["base_url"] = _vertex_origin(location or _DEFAULT_LOCATION)
         super().__init__(model, **options)
 
     def _mapping_options(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """A loopback server that speaks the vendors' embedding and rerank wire formats, for tests.
 
 ``StandIn`` answers the OpenAI, Cohere, Jina, Hugging Face TEI and Voyage endpoints, and those
-of AWS Bedrock, the Gemini API, Vertex AI, Azure OpenAI, Mistral and Ollama, on 127.0.0.1, so
+of AWS Bedrock, the Gemini API, Vertex AI (regional, global and express mode), Azure OpenAI,
+Mistral and Ollama, on 127.0.0.1, so
 code that calls them (through ``spanledger.providers``, a vendor SDK or plain HTTP) runs in a
 test with no network and no keys, and the events spanledger recorded can be asserted on. It is
 not a model: vectors come from a hash of each text (``standin_vector``) and rerank scores from
@@ -104,6 +105,8 @@ from spanledger.testing.google import (
     gemini_embeddings,
     vertex_embed_content,
     vertex_embeddings,
+    vertex_express_embed_content,
+    vertex_express_embeddings,
     vertex_rank,
 )
 from spanledger.testing.jina import jina_embeddings, jina_rerank
@@ -148,6 +151,8 @@ __all__ = [
     "tei_rerank",
     "vertex_embed_content",
     "vertex_embeddings",
+    "vertex_express_embed_content",
+    "vertex_express_embeddings",
     "vertex_rank",
     "voyage_embeddings",
     "voyage_rerank",

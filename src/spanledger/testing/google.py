@@ -2,7 +2,9 @@
 
 ``usageMetadata`` spells its details ``promptTokenDetails`` on the Gemini API and
 ``promptTokensDetails`` (with a total) on Vertex; Vertex's ``:predict`` counts tokens per
-prediction, and its ranking API reports no usage.
+prediction and reports the characters it bills, and its ranking API reports no usage. Vertex
+answers its regional and global routes (``projects/{p}/locations/{l}/…``) and, in express
+mode, the same routes without project or location (``/v1/publishers/google/models/…``).
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ __all__ = [
     "gemini_embeddings",
     "vertex_embed_content",
     "vertex_embeddings",
+    "vertex_express_embed_content",
+    "vertex_express_embeddings",
     "vertex_rank",
 ]
 
 _GEMINI_MODEL = "/{version}/models/{model}"
 _VERTEX_LOCATION = "/{version}/projects/{project}/locations/{location}"
 _VERTEX_MODEL = _VERTEX_LOCATION + "/publishers/google/models/{model}"
+_VERTEX_EXPRESS_MODEL = "/{version}/publishers/google/models/{model}"
 
 
 def _parts_text(content: object) -> str:
@@ -94,8 +99,17 @@ def _spread(total: int, count: int) -> list[int]:
     return [each + (1 if i < extra else 0) for i in range(count)]
 
 
+def _billable_characters(texts: list[str]) -> int:
+    """The characters Google bills for ``texts``: every one but whitespace."""
+    return sum(len("".join(text.split())) for text in texts)
+
+
 def _vertex_predict(
-    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+    body: dict[str, Any],
+    model: str,
+    figure: int | None = None,
+    report: bool = True,
+    characters: int | None = None,
 ) -> _Answer:
     instances = body.get("instances") or []
     texts = [str(_dig(i, "content") or "") for i in instances]
@@ -112,8 +126,8 @@ def _vertex_predict(
         predictions.append({"embeddings": embeddings})
     payload: dict[str, Any] = {"predictions": predictions}
     if reported:
-        characters = sum(len("".join(t.split())) for t in texts)
-        payload["metadata"] = {"billableCharacterCount": characters}
+        billed = _billable_characters(texts) if characters is None else characters
+        payload["metadata"] = {"billableCharacterCount": _usage_value(model, billed)}
     return 200, payload, dict(_GOOGLE_JSON)
 
 
@@ -152,14 +166,33 @@ def gemini_embed_content(*, tokens: int | None = None, report_usage: bool = True
     return _usage_route(Vendor.GEMINI, path, _embed_content, figure, report_usage)
 
 
-def vertex_embeddings(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+def vertex_embeddings(
+    *, tokens: int | None = None, characters: int | None = None, report_usage: bool = True
+) -> Route:
     """Vertex AI ``POST /v1/projects/{p}/locations/{l}/publishers/google/models/{m}:predict``
-    (any API version, e.g. ``v1beta1``): ``predictions[{embeddings: {values, statistics:
-    {token_count, truncated}}}]`` and ``metadata.billableCharacterCount``; ``tokens`` is spread
-    over the predictions' ``token_count`` (by default each counted from its text); with
-    ``report_usage`` False there are no ``statistics`` and no ``metadata``."""
-    figure, path = _figure("tokens", tokens), _VERTEX_MODEL + ":predict"
-    return _usage_route(Vendor.VERTEX, path, _vertex_predict, figure, report_usage)
+    (any API version, e.g. ``v1beta1``; ``l`` may be ``global``): ``predictions[{embeddings:
+    {values, statistics: {token_count, truncated}}}]`` and ``metadata.billableCharacterCount``;
+    ``tokens`` is spread over the predictions' ``token_count`` (by default each counted from
+    its text); ``characters`` is the billable count (by default the texts' characters less
+    whitespace, as Google counts them); with ``report_usage`` False there are no
+    ``statistics`` and no ``metadata``."""
+    return _predict_route(_VERTEX_MODEL, tokens, characters, report_usage)
+
+
+def vertex_express_embeddings(
+    *, tokens: int | None = None, characters: int | None = None, report_usage: bool = True
+) -> Route:
+    """Vertex AI express mode ``POST /v1/publishers/google/models/{m}:predict`` (no project or
+    location; any API version): answered and configured as ``vertex_embeddings``."""
+    return _predict_route(_VERTEX_EXPRESS_MODEL, tokens, characters, report_usage)
+
+
+def _predict_route(
+    model_path: str, tokens: int | None, characters: int | None, report_usage: bool
+) -> Route:
+    figure = _figure("tokens", tokens)
+    answer = functools.partial(_vertex_predict, characters=_figure("characters", characters))
+    return _usage_route(Vendor.VERTEX, model_path + ":predict", answer, figure, report_usage)
 
 
 def vertex_embed_content(*, tokens: int | None = None, report_usage: bool = True) -> Route:
@@ -167,6 +200,14 @@ def vertex_embed_content(*, tokens: int | None = None, report_usage: bool = True
     Vertex's ``usageMetadata`` (``promptTokenCount``, ``promptTokensDetails``,
     ``totalTokenCount``); figures as ``gemini_embeddings``."""
     figure, path = _figure("tokens", tokens), _VERTEX_MODEL + ":embedContent"
+    answer = functools.partial(_embed_content, vertex=True)
+    return _usage_route(Vendor.VERTEX, path, answer, figure, report_usage)
+
+
+def vertex_express_embed_content(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Vertex AI express mode ``POST /v1/publishers/google/models/{m}:embedContent``:
+    answered and configured as ``vertex_embed_content``."""
+    figure, path = _figure("tokens", tokens), _VERTEX_EXPRESS_MODEL + ":embedContent"
     answer = functools.partial(_embed_content, vertex=True)
     return _usage_route(Vendor.VERTEX, path, answer, figure, report_usage)
 
@@ -186,6 +227,8 @@ ROUTES: tuple[Callable[[], Route], ...] = (
     gemini_embed_content,
     vertex_embeddings,
     vertex_embed_content,
+    vertex_express_embeddings,
+    vertex_express_embed_content,
     vertex_rank,
 )
 """The Gemini API and Vertex AI routes a fresh ``StandIn`` answers."""

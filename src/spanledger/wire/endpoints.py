@@ -22,6 +22,7 @@ __all__ = [
     "ENDPOINTS",
     "IN_PROCESS_VENDORS",
     "SDK_ONLY_ENDPOINTS",
+    "VARIANT_ENDPOINTS",
     "Billing",
     "Endpoint",
     "Operation",
@@ -148,6 +149,9 @@ class Endpoint:
     vector_in: Path = ()
     tokens_each_at: Path | None = None
     """A token figure on each item at ``vectors_at``, summed (every one must be sound)."""
+    characters_at: Path | None = None
+    """Where the response reports the input characters the vendor bills (Vertex AI's
+    ``metadata.billableCharacterCount``): a figure of its own beside the tokens."""
     tokens_header: str | None = None
     """A response header carrying the token figure when the body does not (lower case)."""
     result_index_key: str = "index"
@@ -565,6 +569,7 @@ VERTEX_EMBEDDINGS = Endpoint(
     id_at=None,
     model_at=None,
     tokens_each_at=("embeddings", "statistics", "token_count"),
+    characters_at=("metadata", "billableCharacterCount"),
     vectors=VectorLayout.ITEMS,
     vectors_at=("predictions",),
     vector_in=("embeddings", "values"),
@@ -573,7 +578,10 @@ VERTEX_EMBEDDINGS = Endpoint(
     default_chunk_size=250,
     hosts=_VERTEX_HOSTS,
 )
-"""Vertex AI text embeddings: a token count per prediction (``statistics.token_count``)."""
+"""Vertex AI text embeddings, regional or global (``locations/global`` on
+``aiplatform.googleapis.com``): a token count per prediction (``statistics.token_count``) and
+the characters billed (``metadata.billableCharacterCount``), by which ``text-embedding-*`` is
+priced."""
 VERTEX_EMBED_CONTENT = replace(
     GEMINI_EMBED_CONTENT,
     vendor=Vendor.VERTEX,
@@ -585,6 +593,29 @@ VERTEX_EMBED_CONTENT = replace(
 )
 """Vertex's ``embedContent`` (``gemini-embedding-2`` and later; ``gemini-embedding-001`` goes
 to ``:predict``): Gemini's shape, with ``usageMetadata``."""
+_VERTEX_EXPRESS = {
+    "default_base_url": "https://aiplatform.googleapis.com",
+    "api_key_env": "GOOGLE_API_KEY",
+    "key_header": "x-goog-api-key",
+    "key_scheme": "",
+}
+"""Vertex AI express mode: an API key (in ``x-goog-api-key``) and the global host."""
+VERTEX_EXPRESS_EMBEDDINGS = replace(
+    VERTEX_EMBEDDINGS,
+    route="/v1/publishers/google/models/{model}:predict",
+    name="vertex-express-predict",
+    **_VERTEX_EXPRESS,  # type: ignore[arg-type]
+)
+"""Vertex AI express mode's ``:predict``: no project or location in the path, otherwise the
+regional route's wire (figures included)."""
+VERTEX_EXPRESS_EMBED_CONTENT = replace(
+    VERTEX_EMBED_CONTENT,
+    route="/v1/publishers/google/models/{model}:embedContent",
+    name="vertex-express-embed",
+    **_VERTEX_EXPRESS,  # type: ignore[arg-type]
+)
+"""Vertex AI express mode's ``:embedContent``: the regional route's wire, without project or
+location."""
 VERTEX_RANK = Endpoint(
     Vendor.VERTEX,
     "rerank",
@@ -710,6 +741,10 @@ ENDPOINTS: dict[tuple[Vendor, Operation], Endpoint] = {
 }
 """The endpoint our provider classes call, by vendor and operation (OpenAI has no rerank)."""
 
+VARIANT_ENDPOINTS: tuple[Endpoint, ...] = (VERTEX_EXPRESS_EMBEDDINGS,)
+"""Endpoints a provider class calls in a mode other than its default: ``VertexEmbeddings``
+given no project posts to Vertex AI express mode's ``:predict``."""
+
 SDK_ONLY_ENDPOINTS: tuple[Endpoint, ...] = (
     BEDROCK_TITAN_EMBEDDINGS,
     BEDROCK_RERANK,
@@ -719,13 +754,18 @@ SDK_ONLY_ENDPOINTS: tuple[Endpoint, ...] = (
     BEDROCK_COHERE_RERANK,
     GEMINI_EMBED_CONTENT,
     VERTEX_EMBED_CONTENT,
+    VERTEX_EXPRESS_EMBED_CONTENT,
     AZURE_V1_EMBEDDINGS,
     OLLAMA_LEGACY_EMBEDDINGS,
     OLLAMA_OPENAI_EMBEDDINGS,
 )
 """Endpoints only SDKs and other code reach (no provider class calls them)."""
 
-ALL_ENDPOINTS: tuple[Endpoint, ...] = (*ENDPOINTS.values(), *SDK_ONLY_ENDPOINTS)
+ALL_ENDPOINTS: tuple[Endpoint, ...] = (
+    *ENDPOINTS.values(),
+    *VARIANT_ENDPOINTS,
+    *SDK_ONLY_ENDPOINTS,
+)
 """Every endpoint spanledger reads."""
 
 _BEDROCK_GEOGRAPHY = re.compile(r"^(?:us|eu|apac|jp|au|ca|us-gov|global)\.")

@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 # built from figures the figure rule has already judged: no second validation pass
-_embedding_usage = builder_of(EmbeddingUsage)  # one field: validating is cheaper
+_embedding_usage = builder_of(EmbeddingUsage)  # two fields: validating is cheaper
 _rerank_usage = trusted_builder_of(RerankUsage)
 
 
@@ -86,10 +86,16 @@ _embedding_usages: dict[int, EmbeddingUsage] = {}
 _USAGES_KEPT = 4096
 
 
-def embedding_usage(input_tokens: object) -> EmbeddingUsage | None:
-    """An embedding usage record for a sound token figure, else none. Records are immutable,
-    so one per token count is made and shared (up to ``_USAGES_KEPT`` counts)."""
+def embedding_usage(
+    input_tokens: object, billable_characters: object = None
+) -> EmbeddingUsage | None:
+    """An embedding usage record of the sound figures among those sent (each judged on its
+    own), else none. Records are immutable, so one per token count alone is made and shared
+    (up to ``_USAGES_KEPT`` counts)."""
     tokens = figures.count(input_tokens)
+    characters = figures.count(billable_characters)
+    if characters is not None:
+        return _embedding_usage({"input_tokens": tokens, "billable_characters": characters})
     if tokens is None:
         return None
     usage = _embedding_usages.get(tokens)
@@ -103,16 +109,20 @@ def embedding_usage(input_tokens: object) -> EmbeddingUsage | None:
 _NONE_MALFORMED: tuple[UsageFigure, ...] = ()
 
 
-def malformed(tokens: object, units: object = None) -> tuple[UsageFigure, ...]:
-    """The figures among those sent (``tokens``, ``units``: ``None`` when absent) that the
-    figure rule does not take as counts."""
-    if tokens is None and units is None:
+def malformed(
+    tokens: object, units: object = None, characters: object = None
+) -> tuple[UsageFigure, ...]:
+    """The figures among those sent (``tokens``, ``units``, ``characters``: ``None`` when
+    absent) that the figure rule does not take as counts."""
+    if tokens is None and units is None and characters is None:
         return _NONE_MALFORMED
     named: list[UsageFigure] = []
     if tokens is not None and figures.count(tokens) is None:
         named.append("input_tokens")
     if units is not None and figures.count(units) is None:
         named.append("search_units")
+    if characters is not None and figures.count(characters) is None:
+        named.append("billable_characters")
     return tuple(named)
 
 
@@ -190,6 +200,7 @@ class _Readers:
     vectors: _Getter
     vector_in: _Getter
     tokens_each: _Getter
+    characters: _Getter
 
 
 _readers: dict[int, _Readers] = {}
@@ -213,6 +224,7 @@ def _readers_of(endpoint: Endpoint) -> _Readers:
         vectors=_at(endpoint.vectors_at) if endpoint.vectors_at else _itself,
         vector_in=_at(endpoint.vector_in) if endpoint.vector_in else _itself,
         tokens_each=_getter_of(endpoint.tokens_each_at),
+        characters=_getter_of(endpoint.characters_at),
     )
     if len(_readers) < _READERS_KEPT:
         _readers[id(endpoint)] = found
@@ -272,7 +284,8 @@ def read_embeddings(
         tokens = header_count(headers.get(endpoint.tokens_header))
     if floats:
         vectors = float_vectors(vectors, keep_vectors)
-    usage = embedding_usage(tokens)
+    characters = readers.characters(payload)
+    usage = embedding_usage(tokens, characters)
     return EmbeddingPart(
         vectors,
         _common_width(vectors, dtype),
@@ -280,7 +293,9 @@ def read_embeddings(
         figures.response_id(readers.id(payload)),
         figures.response_model(readers.model(payload)),
         payload,
-        _NONE_MALFORMED if usage is not None else malformed(tokens),
+        _NONE_MALFORMED
+        if usage is not None and characters is None
+        else malformed(tokens, characters=characters),
     )
 
 

@@ -5,14 +5,15 @@ The SDK calls Vertex AI over gRPC (or its REST twin), not through an httpx clien
 each call is one ``predict`` RPC of the model's ``Endpoint`` (no retries below it), so the
 model's endpoint has its ``predict`` / ``predict_async`` wrapped, per instance, to report that
 RPC as the call's attempt. What it returns is the ``Prediction`` the SDK's own parsing then
-turns into ``TextEmbedding`` objects: its ``predictions`` are read by the ``:predict``
-endpoint's declaration (``VERTEX_EMBEDDINGS``: the vectors, and a ``statistics.token_count``
-on each, summed only when every one is a sound count). The RPC carries the predictions as
-``google.protobuf.Value``, which has no integer type, so the SDK hands every count over as a
-double (``4.0``): a whole one is read as the integer the JSON wire sends, any other value
-(``4.5``, a text, a bool) stays malformed. A failed RPC is categorised by the HTTP code its
-``google.api_core`` exception maps the gRPC status to (``ResourceExhausted`` is 429, a rate
-limit); no text the caller sent reaches the event.
+turns into ``TextEmbedding`` objects: its ``predictions`` and ``metadata`` are read by the
+``:predict`` endpoint's declaration (``VERTEX_EMBEDDINGS``: the vectors, a
+``statistics.token_count`` on each, summed only when every one is a sound count, and the
+``billableCharacterCount``). The RPC carries them as ``google.protobuf.Value``, which has no
+integer type, so the SDK may hand a count over as a double (``4.0``): a whole one is read as
+the integer the JSON wire sends, any other value (``4.5``, a text, a bool) stays malformed. A
+failed RPC is categorised by the HTTP code its ``google.api_core`` exception maps the gRPC
+status to (``ResourceExhausted`` is 429, a rate limit); no text the caller sent reaches the
+event.
 """
 
 from __future__ import annotations
@@ -192,11 +193,16 @@ def rpc_error(exc: google_errors.GoogleAPICallError) -> ProviderError:
 
 
 def _rpc_answered(call: SdkCall, prediction: Any) -> None:
-    """The RPC answered: its predictions, as the JSON wire carries them, are the answer."""
+    """The RPC answered: its predictions and metadata, as the JSON wire carries them, are the
+    answer."""
     try:
         call.attempt_answered(None)
         predictions = getattr(prediction, "predictions", None)
-        call.answer_decoded({"predictions": _as_sent(predictions)})
+        answer: dict[str, object] = {"predictions": _as_sent(predictions)}
+        metadata = getattr(prediction, "metadata", None)
+        if metadata is not None:
+            answer["metadata"] = metadata
+        call.answer_decoded(_whole_at(answer, VERTEX_EMBEDDINGS.characters_at or ()))
     except Exception as exc:
         logged(exc)
 
