@@ -254,6 +254,7 @@ def test_every_problem_kind_has_a_stable_name() -> None:
         "unknown_label",
         "bad_identity",
         "inconsistent_usage",
+        "capture_cut",
     }
 
 

@@ -39,6 +39,10 @@ class RequestReport:
     cost_lines: tuple[CostLine | None, ...]
     outcomes: tuple[RerankOutcome, ...] = ()
     """The request's rerank chains (their attempts' calls are among ``events``)."""
+    quoted_tokens: int = 0
+    """Accounting tokens of answer text copied verbatim from rendered frames (not citing)."""
+    model_calls: int = 0
+    """The model calls whose prompts were matched against the request's frames."""
 
     @classmethod
     def build(
@@ -49,6 +53,8 @@ class RequestReport:
         ledger: Pricer | None = None,
         *,
         outcomes: Sequence[RerankOutcome] = (),
+        quoted_tokens: int = 0,
+        model_calls: int = 0,
     ) -> RequestReport:
         """Join the request's attribution to its calls' cost lines: an event that carries none
         is priced by ``ledger`` here, or left without one when there is no ledger."""
@@ -56,7 +62,15 @@ class RequestReport:
             event.cost if event.cost is not None else (ledger.price(event) if ledger else None)
             for event in events
         )
-        return cls(request_id, attribution, tuple(events), lines, tuple(outcomes))
+        return cls(
+            request_id,
+            attribution,
+            tuple(events),
+            lines,
+            tuple(outcomes),
+            quoted_tokens,
+            model_calls,
+        )
 
     def chains_by_status(self) -> dict[str, int]:
         """The request's rerank chains per outcome status (``ok``, ``degraded``, ...)."""

@@ -10,6 +10,7 @@ thread keeps the request (and its span) when wrapped with ``carry``.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,13 +19,14 @@ from typing import ParamSpec, TypeVar
 
 from spanledger import _forksafe
 from spanledger.attribution.bill import RequestReport
+from spanledger.attribution.context import ContextCapture
 from spanledger.attribution.tracker import FrameTracker
 from spanledger.events import Event
 from spanledger.ledger import Pricer, PriceTable, as_pricer
 from spanledger.outcomes import RerankOutcome
 from spanledger.recorder import current_scope, enter_scope, exit_scope, get_recorder
 
-__all__ = ["RequestScope", "carry", "current_request", "request"]
+__all__ = ["OpenRequest", "RequestScope", "carry", "current_request", "open_request", "request"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -42,6 +44,9 @@ class RequestScope:
         self._outcomes: list[RerankOutcome] = []
         self._lock = _forksafe.lock(self, "_lock")
         self.frames = FrameTracker()
+        self.context = ContextCapture(self.frames)
+        """What the request's model calls saw and cited, as integrations capture it."""
+        self._reported = False
         self.serve = self.frames.serve
         self.select = self.frames.select
         self.render = self.frames.render
@@ -65,10 +70,20 @@ class RequestScope:
             self.events,
             as_pricer(prices, warn=False) if prices is not None else None,
             outcomes=self.outcomes,
+            quoted_tokens=self.context.quoted_tokens,
+            model_calls=len(self.context.calls()),
         )
         if emit:
+            self._reported = True
             get_recorder().record_attribution(report.record())
         return report
+
+    def closing(self) -> None:
+        """The request ends: forget the texts captured for matching and, when its context was
+        captured by itself (no ``report()`` was asked for), emit its report."""
+        self.context.close()
+        if self.context.captured and not self._reported:
+            self.report()
 
     @property
     def events(self) -> list[Event]:
@@ -106,15 +121,43 @@ def current_request() -> RequestScope | None:
 def request(request_id: str) -> Iterator[RequestScope]:
     """Open a request scope: calls inside carry ``request_id`` and are kept on the scope, and
     the current recorder's request-aware sinks open what they keep around it (a span)."""
-    scope = RequestScope(request_id)
-    recorder = get_recorder()
-    opened = recorder.request_started(request_id)
-    token = enter_scope(scope)
+    opened = open_request(request_id)
     try:
-        yield scope
+        yield opened.scope
     finally:
-        exit_scope(token)
-        recorder.request_ended(opened)
+        opened.close()
+
+
+class OpenRequest:
+    """A request scope opened where no ``with`` block can hold it: a framework's top-level run
+    opens one when it starts and closes it when it ends (on any thread)."""
+
+    def __init__(self, request_id: str) -> None:
+        self.scope = RequestScope(request_id)
+        self._recorder = get_recorder()
+        self._opened = self._recorder.request_started(request_id)
+        self._token = enter_scope(self.scope)
+        self._closed = False
+
+    def close(self) -> None:
+        """End the request: its report (when its context was captured), its span. Closing
+        twice does nothing; closing from another context than the one that opened it leaves
+        that context's scope to the code that set it."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.scope.closing()
+        finally:
+            with contextlib.suppress(ValueError):  # closed from another context
+                exit_scope(self._token)
+            self._recorder.request_ended(self._opened)
+
+
+def open_request(request_id: str) -> OpenRequest:
+    """Open a request scope in the current context until ``close()``: the same as entering
+    ``request(request_id)``, for code that hears a run start and end in separate callbacks."""
+    return OpenRequest(request_id)
 
 
 def carry(function: Callable[P, R]) -> Callable[P, R]:

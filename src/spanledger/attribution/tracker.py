@@ -17,7 +17,14 @@ from spanledger.attribution.frames import (
     UsageReport,
 )
 from spanledger.attribution.passages import framework_passages
-from spanledger.attribution.uses import AttributionReport, ContextUse, Problem, ProblemKind
+from spanledger.attribution.uses import (
+    AttributionReport,
+    ContextUse,
+    Evidence,
+    Problem,
+    ProblemKind,
+    stronger,
+)
 from spanledger.events import ScoredDocument
 
 __all__ = ["FrameLike", "FrameTracker"]
@@ -54,6 +61,9 @@ class FrameTracker:
         self._rejected: dict[str, int] = {}
         self._flags: dict[FrameId, list[bool]] = {}
         self._problems: list[Problem] = []
+        self._parts: dict[FrameId, int | None] = {}
+        self._renders: dict[FrameId, int] = {}
+        self._evidence: dict[FrameId, Evidence] = {}
 
     def serve(
         self,
@@ -117,13 +127,60 @@ class FrameTracker:
         """Mark frames chosen for the request (served to it)."""
         self._mark(frames, _SELECTED, "selected")
 
+    def select_quietly(self, frames: Iterable[FrameId]) -> None:
+        """Mark frames selected where a capture saw them chosen (an outer retriever or a
+        reranker handing on frames served before is no duplicate)."""
+        with self._lock:
+            for frame in frames:
+                self._flags.setdefault(frame, [False, False, False])[_SELECTED] = True
+
     def render(self, frames: Iterable[FrameLike]) -> None:
-        """Mark frames whose text reached the prompt."""
-        self._mark(frames, _RENDERED, "rendered")
+        """Mark frames whose text reached the prompt (whole)."""
+        marked = self._mark(frames, _RENDERED, "rendered")
+        with self._lock:
+            for frame in marked:
+                self._parts[frame] = None
+                self._renders[frame] = self._renders.get(frame, 0) + 1
 
     def cite(self, frames: Iterable[FrameLike]) -> None:
         """Mark frames the answer cited."""
-        self._mark(frames, _CITED, "cited")
+        self.cite_with(frames, Evidence.BY_HAND)
+
+    def cite_with(self, frames: Iterable[FrameLike], evidence: Evidence) -> None:
+        """Mark frames cited, saying what evidence made each so (the strongest is kept)."""
+        marked = self._mark(frames, _CITED, "cited")
+        with self._lock:
+            for frame in marked:
+                self._evidence[frame] = stronger(self._evidence.get(frame), evidence) or evidence
+
+    def rendered_part(self, frame: FrameId, tokens: int, calls: int) -> None:
+        """Mark a frame rendered by ``calls`` model calls, of which ``tokens`` accounting tokens
+        (the part that reached a prompt, over every call) were shown: what a framework or the
+        wire showed, so rendering it again is no duplicate."""
+        with self._lock:
+            flags = self._flags.setdefault(frame, [False, False, False])
+            flags[_RENDERED] = True
+            self._parts[frame] = tokens
+            self._renders[frame] = calls
+
+    def cited_again(self, frames: Iterable[FrameId], evidence: Evidence) -> None:
+        """Mark frames cited by a model call's answer (an answer citing a frame a previous
+        answer cited is no duplicate); the strongest evidence is kept."""
+        with self._lock:
+            for frame in frames:
+                flags = self._flags.setdefault(frame, [False, False, False])
+                flags[_CITED] = True
+                self._evidence[frame] = stronger(self._evidence.get(frame), evidence) or evidence
+
+    def note(self, kind: ProblemKind, detail: str) -> None:
+        """Keep a problem found while capturing (counts and ids only, never text)."""
+        with self._lock:
+            self._problems.append(Problem(kind, detail))
+
+    def identity(self, frame: FrameId) -> bool:
+        """Whether ``frame`` was served to this request."""
+        with self._lock:
+            return frame in self._served_ids
 
     def cite_from_text(
         self,
@@ -153,7 +210,8 @@ class FrameTracker:
         self.cite(cited)
         return cited
 
-    def _mark(self, frames: Iterable[FrameLike], flag: int, verb: str) -> None:
+    def _mark(self, frames: Iterable[FrameLike], flag: int, verb: str) -> list[FrameId]:
+        marked = []
         with self._lock:
             for item in frames:
                 frame = self._identity(item)
@@ -165,6 +223,8 @@ class FrameTracker:
                         Problem(ProblemKind.DUPLICATE_USE, f"{frame} was {verb} twice", frame)
                     )
                 flags[flag] = True
+                marked.append(frame)
+        return marked
 
     def _identity(self, item: FrameLike) -> FrameId | None:
         if isinstance(item, ServedFrame):
@@ -201,6 +261,17 @@ class FrameTracker:
         """The attribution report: one use per frame seen, joined to what was served."""
         usage = self.usage(budget_requested=budget_requested)
         with self._lock:
-            uses = [ContextUse(frame, *flags) for frame, flags in self._flags.items()]
+            uses = [
+                ContextUse(
+                    frame,
+                    selected=flags[_SELECTED],
+                    rendered=flags[_RENDERED],
+                    cited=flags[_CITED],
+                    rendered_tokens=self._parts.get(frame),
+                    renders=self._renders.get(frame, 0),
+                    evidence=self._evidence.get(frame) if flags[_CITED] else None,
+                )
+                for frame, flags in self._flags.items()
+            ]
             problems = list(self._problems)
         return AttributionReport.of(uses, usage, problems)

@@ -15,17 +15,57 @@ from functools import cached_property
 
 from spanledger.attribution.frames import FrameId, UsageReport
 
-__all__ = ["AttributionReport", "ContextUse", "Problem", "ProblemKind"]
+__all__ = ["AttributionReport", "ContextUse", "Evidence", "Problem", "ProblemKind"]
+
+
+class Evidence(StrEnum):
+    """What made a use cited, strongest first: the citations the provider returned with the
+    answer, the framework's own marking of the documents it used, a label the prompt put next
+    to the frame found in the answer, or the caller's own ``cite``."""
+
+    PROVIDER_CITATION = "provider_citation"
+    FRAMEWORK_MARKING = "framework_marking"
+    PROMPT_LABEL = "prompt_label"
+    BY_HAND = "by_hand"
+
+    @property
+    def strength(self) -> int:
+        """Lower is stronger."""
+        return _STRENGTH[self]
+
+
+_STRENGTH = {evidence: rank for rank, evidence in enumerate(Evidence)}
+
+
+def stronger(first: Evidence | None, second: Evidence | None) -> Evidence | None:
+    """The stronger of two pieces of evidence (``None``: none)."""
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return first if first.strength <= second.strength else second
 
 
 @dataclass(frozen=True)
 class ContextUse:
-    """What a request did with one frame: selected (served), rendered into the prompt, cited."""
+    """What a request did with one frame: selected (served), rendered into the prompt, cited.
+
+    ``rendered_tokens`` is the accounting cost of the part of the frame that reached a prompt
+    (``None``: the whole frame, as a hand-written ``render`` says); ``renders`` how many model
+    calls rendered it; ``evidence`` what made it cited."""
 
     frame: FrameId
     selected: bool = False
     rendered: bool = False
     cited: bool = False
+    rendered_tokens: int | None = None
+    renders: int = 0
+    evidence: Evidence | None = None
+
+    def rendered_cost(self, cost: int) -> int:
+        """The accounting tokens of this use's rendered part, for a frame costing ``cost``."""
+        part = self.rendered_tokens
+        return cost if part is None else min(part, cost)
 
     def is_coherent(self) -> bool:
         """Cited implies rendered, and rendered implies selected."""
@@ -39,7 +79,8 @@ class ContextUse:
 class ProblemKind(StrEnum):
     """Why an attribution report is not reconcilable: a frame cited or rendered without the
     step before it, a use no call billed, a duplicate use, a citation label that matches no
-    frame, a malformed frame identity, or usage figures that disagree."""
+    frame, a malformed frame identity, usage figures that disagree, or a capture cut short by
+    its caps (frames not tracked, prompt text not examined)."""
 
     INCOHERENT = "incoherent"
     NOT_BILLED = "not_billed"
@@ -47,6 +88,7 @@ class ProblemKind(StrEnum):
     UNKNOWN_LABEL = "unknown_label"
     BAD_IDENTITY = "bad_identity"
     INCONSISTENT_USAGE = "inconsistent_usage"
+    CAPTURE_CUT = "capture_cut"
 
 
 @dataclass(frozen=True)
@@ -66,6 +108,24 @@ class _Analysis:
     uncited: int
     flawed: int
     """Uses that are incoherent or name a frame that was never billed (details: problems())."""
+
+
+def _combined(frame: FrameId, uses: list[ContextUse]) -> ContextUse:
+    """Several uses of one frame as one: each flag if any use had it, the larger rendered part,
+    the calls summed, the strongest evidence."""
+    parts = [use.rendered_tokens for use in uses if use.rendered]
+    evidence = None
+    for use in uses:
+        evidence = stronger(evidence, use.evidence)
+    return ContextUse(
+        frame,
+        any(use.selected for use in uses),
+        any(use.rendered for use in uses),
+        any(use.cited for use in uses),
+        None if not parts or None in parts else max(p for p in parts if p is not None),
+        sum(use.renders for use in uses),
+        evidence,
+    )
 
 
 @dataclass(frozen=True)
@@ -116,26 +176,21 @@ class AttributionReport:
                 if not use.selected:
                     flawed += 1
                 if use.cited:
-                    cited += cost
+                    cited += use.rendered_cost(cost)
                 else:
-                    uncited += cost
+                    uncited += use.rendered_cost(cost)
             elif use.cited:
                 flawed += 1
         for frame in dict.fromkeys(duplicates):
             all_uses = [use for use in self.uses if use.frame == frame]
-            combined = ContextUse(
-                frame,
-                any(use.selected for use in all_uses),
-                any(use.rendered for use in all_uses),
-                any(use.cited for use in all_uses),
-            )
+            combined = _combined(frame, all_uses)
             cost = costs.get(frame, 0)
             for use, sign in ((merged[frame], -1), (combined, 1)):
                 if use.rendered:
                     if use.cited:
-                        cited += sign * cost
+                        cited += sign * use.rendered_cost(cost)
                     else:
-                        uncited += sign * cost
+                        uncited += sign * use.rendered_cost(cost)
             merged[frame] = combined
         return _Analysis(merged, duplicates, cited, uncited, flawed)
 

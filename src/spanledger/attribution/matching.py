@@ -1,0 +1,402 @@
+"""Finding served frames in the prompt a model received, the labels that stand next to them,
+and those labels (or verbatim runs) in the model's answer.
+
+Everything here works on texts in memory and keeps none of them past the request: a match is a
+set of character ranges per frame and a table from label to frame. Matching is by lines, since
+every framework puts a passage into its prompt as a block of its own (after a label line such
+as ``Source 1:``, behind a label such as ``[1]``, between tags, or after metadata lines): the
+prompt's lines are indexed once, in C, and each frame line is one look-up. A frame cut short
+(truncated to fit, re-split into chunks, repacked) is found by where its pieces start, so only
+the part that reached the prompt counts; that slower search runs only for frames not found
+whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
+
+from spanledger.attribution.frames import FrameId
+
+__all__ = ["AnswerLabels", "FrameIndex", "FrameText", "PromptMatch", "answer_labels", "covered"]
+
+_KEY = 24
+"""How many leading characters key a frame sentence, where a piece of a frame starts."""
+_LONG = 32
+"""A prompt line at least this long that is no whole frame line is looked up as a piece."""
+_QUOTE = 48
+"""A run of an answer at least this long, copied verbatim from a frame, is a quote."""
+_LOOK_BACK = 4
+"""How many non-blank lines above a passage are searched for its label."""
+_MAX_RANGE = 64
+"""A citation range wider than this (``[1-100000]``) is read as its two ends only."""
+
+_LABEL = re.compile(
+    r"""\s*(?:
+        \[(?P<bracket>[A-Za-z]{0,8}\d{1,6})\]
+      | <document\s+index=["']?(?P<xml>\d{1,6})["']?\s*>
+      | (?P<doc>doc\d{1,6})
+      | (?:source|document|doc|passage|context|reference|chunk)s?\s*
+        (?:id\s*[:=]?\s*)?\#?\s*(?P<word>\d{1,6})
+      | (?P<number>\d{1,6})[.)]
+    )\s*[:.\-]?\s*""",
+    re.IGNORECASE | re.VERBOSE,
+)
+"""A label as a prompt puts it before a passage: ``[1]``, ``[doc3]``, ``<document index="1">``,
+``Source 1``, ``Document 2:``, ``Source ID: 3``, ``doc3``, ``1.``."""
+_FIELD = re.compile(
+    r"\s*(?:content|text|passage|snippet|article snippet|excerpt)\s*:\s*", re.IGNORECASE
+)
+"""A field name a prompt puts before a passage's text on its line (``Content: ...``)."""
+_BETWEEN = re.compile(
+    r"\s*(?:<[^<>]{1,80}>|<(\w{1,40})[^<>]{0,40}>[^<>]{0,120}</\1>|[\w .-]{1,40}:\s*\S.{0,120})\s*"
+)
+"""A line that may stand between a label and its passage: a tag, a ``key: value`` line."""
+_SOURCE_AFTER = re.compile(r"\s*source\s*:\s*(?P<key>\S.{0,63}?)\s*", re.IGNORECASE)
+"""A ``Source: <key>`` line after a passage (prompts that name sources at the end)."""
+_ANSWER_BRACKETS = re.compile(r"\[\^?([^\[\]\n]{1,64})\]")
+_ANSWER_WORDS = re.compile(r"\b(?:source|document)\s+#?(\d{1,6})\b", re.IGNORECASE)
+_MAY_NAME_WORDS = re.compile(r"[Oo][Uu][Rr][Cc][Ee]|[Uu][Mm][Ee][Nn][Tt]")
+"""A quick test that an answer may name ``Source 2`` or ``Document 2`` at all."""
+_TOKEN = re.compile(r"[A-Za-z]{0,8}\d{1,6}")
+_RANGE = re.compile(r"(\d{1,6})\s*[-\u2013]\s*(\d{1,6})")
+_PARTS = re.compile(r"[,;]")
+
+
+@dataclass(frozen=True, slots=True)
+class FrameText:
+    """A served frame and its text, as the matcher reads it."""
+
+    frame: FrameId
+    text: str
+
+
+@dataclass(slots=True)
+class PromptMatch:
+    """What one prompt rendered: for each frame found, the characters of it that reached the
+    prompt (``spans``: half-open ranges into the frame's text), and the labels read next to
+    the frames (label key to frame)."""
+
+    spans: dict[FrameId, list[tuple[int, int]]] = field(default_factory=dict)
+    labels: dict[str, FrameId] = field(default_factory=dict)
+    prompt_chars: int = 0
+
+    def rendered_chars(self, frame: FrameId) -> int:
+        """How many characters of ``frame`` this prompt held (overlapping pieces once)."""
+        return covered(self.spans.get(frame, ()))
+
+
+def covered(spans: Iterable[tuple[int, int]]) -> int:
+    """The length of the union of half-open ranges."""
+    total = 0
+    end = 0
+    for start, stop in sorted(spans):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+_HEAD = itemgetter(slice(0, _KEY))
+_TAIL = itemgetter(slice(-_KEY, None))
+
+_Place = tuple[int, int, int]
+"""Where a line or a sentence of frame number ``[0]`` starts in its text (``[1]``), and where
+that line ends (``[2]``)."""
+
+
+class FrameIndex:
+    """A request's frames, indexed once for every prompt and answer matched against them."""
+
+    def __init__(self, frames: Sequence[FrameText]) -> None:
+        self.frames = tuple(frames)
+        self._texts = [item.text for item in self.frames]
+        self._lines: dict[str, _Place] = {}
+        for number, text in enumerate(self._texts):
+            self._index_lines(number, text)
+        self._places = len(set(self._lines.values()))
+
+    def _index_lines(self, number: int, text: str) -> None:
+        """Each line of the frame by its text, as it stands in the frame and stripped."""
+        lines = self._lines
+        offset = 0
+        for raw in text.split("\n") if "\n" in text else (text,):
+            line = raw.strip()
+            if line:
+                start = offset + raw.index(line[0])
+                place = (number, start, start + len(line))
+                lines.setdefault(line, place)
+                if raw != line:
+                    lines.setdefault(raw, place)
+            offset += len(raw) + 1
+
+    def match(self, prompt: str) -> PromptMatch:
+        """Find the frames in ``prompt``: each frame line that is a line of the prompt; for the
+        frame lines not found so, one behind a label or a field name on its line, or a piece of
+        one (truncated, re-split) that starts a line; then read each frame's label, on its own
+        line above it (tags and metadata lines may stand between), leading its line, or as a
+        ``Source:`` line after it."""
+        result = PromptMatch(prompt_chars=len(prompt))
+        if not self._lines or not prompt:
+            return result
+        lines = prompt.split("\n")
+        where = dict(zip(lines, range(len(lines)), strict=True))
+        seen = _Seen()
+        found: set[_Place] = set()
+        for text, place in self._lines.items():
+            number = where.get(text)
+            if number is not None:
+                seen.note(place[0], (place[1], place[2]), number)
+                found.add(place)
+        if len(found) < self._places:
+            missing = set(self._lines.values()) - found
+            self._search_rest(lines, missing, seen)
+        for frame, number in seen.first.items():
+            key = seen.leading.get(frame) or _label_before(lines, number)
+            if key is None:
+                key = _label_after(lines, seen.last[frame])
+            if key is not None:
+                result.labels.setdefault(key, self.frames[frame].frame)
+        for frame, ranges in seen.spans.items():
+            result.spans[self.frames[frame].frame] = ranges
+        return result
+
+    def _search_rest(self, lines: Sequence[str], missing: Iterable[_Place], seen: _Seen) -> None:
+        """The frame lines not found as prompt lines: one standing behind a label or a field
+        name at the end of a prompt line, or a piece of it (its start, or a sentence of it)
+        starting a prompt line. The prompt's line heads and tails are indexed in C."""
+        count = len(lines)
+        heads = dict(zip(map(_HEAD, map(str.lstrip, lines)), range(count), strict=True))
+        tails = dict(zip(map(_TAIL, map(str.rstrip, lines)), range(count), strict=True))
+        for frame, start, stop in missing:
+            text = self._texts[frame]
+            line = text[start:stop]
+            number = tails.get(line[-_KEY:])
+            if number is not None:
+                shown = lines[number].strip()
+                if shown.endswith(line):
+                    seen.note(frame, (start, stop), number, _leading_label(shown[: -len(line)]))
+                    continue
+            for at in _sentence_starts(line):
+                number = heads.get(line[at : at + _KEY])
+                if number is None:
+                    continue
+                shared = _shared(text, start + at, lines[number].strip())
+                if shared >= _KEY:
+                    seen.note(frame, (start + at, start + at + shared), number)
+
+    def quoted(self, answer: str, frames: Iterable[FrameId] | None = None) -> int:
+        """How many characters of ``answer`` are sentences copied verbatim from a frame (of
+        ``frames``, when given): sentences of at least 48 characters, a lead-in clause and
+        citation brackets set aside. Copying a passage is not citing it; the figure is
+        reported on its own."""
+        if frames is None:
+            texts = self._texts
+        else:
+            wanted = set(frames)
+            texts = [item.text for item in self.frames if item.frame in wanted]
+        if not texts or len(answer) < _QUOTE:
+            return 0
+        sentences = _sentences(" \n".join(texts))
+        if "[" in answer:
+            answer = _ANSWER_BRACKETS.sub("", answer)
+        total = 0
+        for sentence in _sentences(answer):
+            if len(sentence) < _QUOTE:
+                continue
+            if sentence in sentences:
+                total += len(sentence)
+                continue
+            clause = sentence.partition(", ")[2] or sentence.partition(": ")[2]
+            if len(clause) >= _QUOTE and clause in sentences:
+                total += len(clause)
+        return total
+
+
+def _sentences(text: str) -> set[str]:
+    """The sentences of ``text`` (split after ``. ``, ``? ``, ``! `` and at line ends), without
+    their closing mark, as a set: built in C, looked up in one step."""
+    text = text.replace("\n", ". ").replace("? ", ". ").replace("! ", ". ")
+    return set(map(str.strip, text.split(". "), repeat(" .?!")))
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What a prompt showed of each frame (by number): its pieces, the prompt lines it stands
+    on first and last, and a label leading its first line."""
+
+    spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    first: dict[int, int] = field(default_factory=dict)
+    last: dict[int, int] = field(default_factory=dict)
+    leading: dict[int, str] = field(default_factory=dict)
+
+    def note(
+        self, frame: int, span: tuple[int, int], number: int, label: str | None = None
+    ) -> None:
+        self.spans.setdefault(frame, []).append(span)
+        if self.first.get(frame, number + 1) > number:
+            self.first[frame] = number
+            if label:
+                self.leading[frame] = label
+        if self.last.get(frame, -1) < number:
+            self.last[frame] = number
+
+
+def _leading_label(prefix: str) -> str | None:
+    """The label in what stands before a frame line on its prompt line (``[1] ``,
+    ``Source 2: Content: ``), or ``None``."""
+    prefix = prefix.strip()
+    if not prefix or len(prefix) > 80:
+        return None
+    labelled = _LABEL.match(prefix)
+    if labelled is None:
+        return None
+    rest = prefix[labelled.end() :]
+    if rest and _FIELD.fullmatch(rest) is None:
+        return None
+    return _key(labelled)
+
+
+def _sentence_starts(line: str) -> Iterator[int]:
+    """Where the sentences of ``line`` start (after ``. ``, ``? `` or ``! ``)."""
+    yield 0
+    if "? " in line or "! " in line:
+        line = line.replace("? ", ". ").replace("! ", ". ")
+    elif ". " not in line:
+        return
+    at = 0
+    for sentence in line.split(". ")[:-1]:
+        at += len(sentence) + 2
+        while at < len(line) and line[at] == " ":
+            at += 1
+        yield at
+
+
+def _shared(text: str, start: int, line: str) -> int:
+    """How many leading characters of ``line`` stand in ``text`` from ``start``."""
+    low, high = 0, min(len(line), len(text) - start)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if text.startswith(line[:middle], start):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _key(found: re.Match[str]) -> str:
+    for group in ("bracket", "xml", "word", "doc", "number"):
+        value = found.group(group)
+        if value:
+            return _normal(value)
+    return found.group(0).strip().lower()
+
+
+def _normal(key: str) -> str:
+    """A label key as answers are matched against it: lower case, a number without leading
+    zeros."""
+    return str(int(key)) if key.isdigit() else key.lower()
+
+
+_LABEL_LINES: dict[str, str | None] = {}
+"""Label lines already read (``Source 1:`` is read once per process, not once per prompt)."""
+_LABEL_LINES_MAX = 4096
+_NOT_A_LABEL = ""
+
+
+def _label_line(text: str) -> str | None:
+    """The label key of a line that is only a label; ``""`` for a line that may stand between a
+    label and its passage; ``None`` for any other line."""
+    found = _LABEL_LINES.get(text, _NOT_CACHED)
+    if found is not _NOT_CACHED:
+        return found  # type: ignore[return-value]
+    line = text.strip()
+    labelled = _LABEL.fullmatch(line) if len(line) <= 80 else None
+    if labelled is not None:
+        key: str | None = _key(labelled)
+    else:
+        key = _NOT_A_LABEL if _BETWEEN.fullmatch(line) is not None else None
+    if len(text) <= 160:
+        if len(_LABEL_LINES) >= _LABEL_LINES_MAX:
+            _LABEL_LINES.clear()
+        _LABEL_LINES[text] = key
+    return key
+
+
+_NOT_CACHED = object()
+
+
+def _label_before(lines: Sequence[str], number: int) -> str | None:
+    """The label on a line of its own above line ``number`` (tags and ``key: value`` lines may
+    stand between), or ``None``."""
+    seen = 0
+    for before in range(number - 1, -1, -1):
+        text = lines[before]
+        if not text or text.isspace():
+            continue
+        key = _label_line(text)
+        if key:
+            return key
+        seen += 1
+        if key is None or seen >= _LOOK_BACK:
+            return None
+    return None
+
+
+def _label_after(lines: Sequence[str], number: int) -> str | None:
+    """The key of a ``Source: <key>`` line right after line ``number``, or ``None``."""
+    for after in range(number + 1, len(lines)):
+        text = lines[after].strip()
+        if text:
+            found = _SOURCE_AFTER.fullmatch(text)
+            return found.group("key").lower() if found is not None else None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerLabels:
+    """The frames an answer cites by label, in order of first citation, and how many labels it
+    gave that name no frame the prompts labelled."""
+
+    frames: tuple[FrameId, ...]
+    unknown: int
+
+
+def answer_labels(answer: str, labels: Mapping[str, FrameId]) -> AnswerLabels:
+    """Read the labels in ``answer`` (``[1]``, ``[1, 3]``, ``[2-4]``, ``[doc1]``, ``[^1]``,
+    ``Source 2``) and name the frames they stand for in ``labels`` (keys as the prompt gave
+    them: ``1``, ``doc3``)."""
+    cited: dict[FrameId, None] = {}
+    unknown = 0
+    for key in _answer_keys(answer):
+        frame = labels.get(key)
+        if frame is None:
+            unknown += 1
+        else:
+            cited.setdefault(frame)
+    return AnswerLabels(tuple(cited), unknown)
+
+
+def _answer_keys(answer: str) -> Iterator[str]:
+    """Every label key an answer names, in order (a range gives each key in it)."""
+    for inside in _ANSWER_BRACKETS.findall(answer):
+        if inside.isdigit():
+            yield _normal(inside)
+            continue
+        for part in _PARTS.split(inside):
+            part = part.strip().lstrip("^")
+            spread = _RANGE.fullmatch(part)
+            if spread is not None:
+                low, high = int(spread.group(1)), int(spread.group(2))
+                if low <= high and high - low <= _MAX_RANGE:
+                    yield from map(str, range(low, high + 1))
+                else:
+                    yield from (str(low), str(high))
+            elif _TOKEN.fullmatch(part):
+                yield _normal(part)
+    if _MAY_NAME_WORDS.search(answer):
+        yield from map(_normal, _ANSWER_WORDS.findall(answer))

@@ -1,0 +1,128 @@
+"""Frames found in prompts as the frameworks render them, their labels read from the prompt, and
+those labels (or copied runs) found in the answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from spanledger.attribution.frames import FrameId
+from spanledger.attribution.matching import FrameIndex, FrameText, answer_labels, covered
+
+MOON = "The moon's gravity drives the tides. Tides rise and fall twice a day."
+CLOCK = "Clocks tick every second, and some clocks chime on the hour as well."
+SUN = "The sun pulls on the sea too. Spring tides come twice a month when both align."
+TEXTS = [MOON, CLOCK, SUN]
+
+
+def frames() -> list[FrameText]:
+    return [FrameText(FrameId.of("search", str(i), text), text) for i, text in enumerate(TEXTS)]
+
+
+def frame(i: int) -> FrameId:
+    return frames()[i].frame
+
+
+@pytest.fixture
+def index() -> FrameIndex:
+    return FrameIndex(frames())
+
+
+def test_frames_on_lines_of_their_own_after_label_lines(index: FrameIndex) -> None:
+    prompt = f"Use the sources.\n\nSource 1:\n{MOON}\n\nSource 2:\n{SUN}\n\nQuestion: why?"
+    found = index.match(prompt)
+    assert set(found.spans) == {frame(0), frame(2)}
+    assert found.rendered_chars(frame(0)) == len(MOON)
+    assert found.labels == {"1": frame(0), "2": frame(2)}
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("[1] {text}", "1"),
+        ("[doc3] {text}", "doc3"),
+        ("Document 4: {text}", "4"),
+        ("2. {text}", "2"),
+        ("Source ID: 7\n{text}", "7"),
+        ("doc5\n{text}", "doc5"),
+        ('<document index="3">\n<source>a.txt</source>\n<document_content>\n{text}', "3"),
+        ("Source 01:\nfile_name: tides.txt\n{text}", "1"),
+    ],
+)
+def test_every_label_form_is_read_next_to_its_frame(index: FrameIndex, line: str, key: str) -> None:
+    found = index.match("Context:\n" + line.format(text=MOON) + "\nAnswer briefly.")
+    assert found.labels == {key: frame(0)}
+    assert found.rendered_chars(frame(0)) == len(MOON)
+
+
+def test_a_source_line_after_the_passage_names_it(index: FrameIndex) -> None:
+    found = index.match(f"Content: {CLOCK}\nSource: clocks-wiki\n\nContent: {SUN}\nSource: sea")
+    assert found.labels == {"clocks-wiki": frame(1), "sea": frame(2)}
+
+
+def test_a_label_in_a_few_shot_example_binds_to_no_frame(index: FrameIndex) -> None:
+    prompt = (
+        "Example:\nSource 1:\nThe sky is red in the evening.\nAnswer: red [1].\n\n"
+        f"Now your turn.\nSource 1:\n{SUN}\n"
+    )
+    found = index.match(prompt)
+    assert found.labels == {"1": frame(2)}
+    assert set(found.spans) == {frame(2)}
+
+
+def test_only_the_part_of_a_truncated_frame_that_reached_the_prompt_counts(
+    index: FrameIndex,
+) -> None:
+    cut = SUN[:50]
+    found = index.match(f"Source 1:\n{cut}")
+    assert found.rendered_chars(frame(2)) == 50
+    assert found.labels == {"1": frame(2)}
+
+
+def test_a_frame_re_split_into_chunks_renders_each_chunk(index: FrameIndex) -> None:
+    first, second = SUN.split(". ", 1)
+    found = index.match(f"Source 1:\n{first}.\n\nSource 2:\n{second}")
+    assert covered(found.spans[frame(2)]) == len(first) + 1 + len(second)
+    assert found.labels["1"] == frame(2)
+
+
+def test_a_frame_not_in_the_prompt_is_not_rendered(index: FrameIndex) -> None:
+    found = index.match(f"Source 1:\n{MOON}")
+    assert frame(1) not in found.spans
+    assert frame(2) not in found.spans
+
+
+def test_indented_frames_are_found(index: FrameIndex) -> None:
+    found = index.match(f"  Source 1:\n    {MOON}\n")
+    assert found.rendered_chars(frame(0)) == len(MOON)
+    assert found.labels == {"1": frame(0)}
+
+
+def test_answer_labels_read_lists_ranges_and_words() -> None:
+    labels = {"1": frame(0), "2": frame(1), "3": frame(2)}
+    read = answer_labels("Tides [1, 3]; also [2-3] and Source 2 and [^1].", labels)
+    assert read.frames == (frame(0), frame(2), frame(1))
+    assert read.unknown == 0
+
+
+def test_a_label_that_names_no_rendered_frame_is_counted_never_dropped() -> None:
+    read = answer_labels("The moon [1] and the sun [9].", {"1": frame(0)})
+    assert read.frames == (frame(0),)
+    assert read.unknown == 1
+
+
+def test_brackets_that_are_no_label_are_no_unknown_label() -> None:
+    read = answer_labels("It is true [citation needed] and [see above].", {"1": frame(0)})
+    assert read == type(read)((), 0)
+
+
+def test_a_huge_range_is_read_as_its_ends() -> None:
+    read = answer_labels("[1-100000]", {"1": frame(0)})
+    assert read.frames == (frame(0),)
+    assert read.unknown == 1
+
+
+def test_a_copied_sentence_is_quoted_and_a_paraphrase_is_not(index: FrameIndex) -> None:
+    copied = "Clocks tick every second, and some clocks chime on the hour as well"
+    assert index.quoted(f"As the source says, {copied} [2].") == len(copied)
+    assert index.quoted("Clocks chime hourly and tick each second [2].") == 0
+    assert index.quoted(f"{copied}.", [frame(0)]) == 0  # only frames rendered to that call
