@@ -835,6 +835,19 @@ NEW_ENDPOINT_REGRESSIONS = [
         ok({"embedding": {"values": [0.5, 0.25]}, "usageMetadata": {"promptTokenCount": 2}}),
         embedded(2, 2),
     ),
+    Regression(
+        "vertex batchEmbedContents: a vector per request, one figure for the batch",
+        "vertex-batch-embed",
+        2,
+        None,
+        ok(
+            {
+                "embeddings": [{"values": [0.5, 0.25]}, {"values": [0.1, 0.2]}],
+                "usageMetadata": {"promptTokenCount": 4},
+            }
+        ),
+        embedded(2, 4),
+    ),
 ]
 """The rule each new declaration brings, on a named body per endpoint."""
 

@@ -336,6 +336,7 @@ DECLARED = (
         declared.GEMINI_EMBED_CONTENT, None, "", "https://generativelanguage.googleapis.com"
     ),
     _from_declaration(declared.VERTEX_EMBED_CONTENT, None, "", _VERTEX),
+    _from_declaration(declared.VERTEX_BATCH_EMBED_CONTENTS, None, "", _VERTEX),
     _from_declaration(declared.AZURE_V1_EMBEDDINGS, None, "", "https://fuzz.openai.azure.com"),
     _from_declaration(declared.OLLAMA_LEGACY_EMBEDDINGS, None, "", _OLLAMA),
     _from_declaration(declared.OLLAMA_OPENAI_EMBEDDINGS, None, "", _OLLAMA),

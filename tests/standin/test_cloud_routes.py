@@ -35,6 +35,7 @@ from spanledger.testing import (
     ollama_embeddings,
     ollama_openai_embeddings,
     standin_vector,
+    vertex_batch_embed_contents,
     vertex_embed_content,
     vertex_embeddings,
     vertex_express_embed_content,
@@ -104,6 +105,13 @@ def _agent_rerank(model: str) -> tuple[str, dict[str, Any]]:
 def _gemini_batch(model: str) -> tuple[str, dict[str, Any]]:
     requests = [{"model": f"models/{model}", "content": {"parts": [{"text": t}]}} for t in TEXTS]
     return f"/v1beta/models/{model}:batchEmbedContents", {"requests": requests}
+
+
+def _vertex_batch(model: str) -> tuple[str, dict[str, Any]]:
+    config = {"taskType": "RETRIEVAL_DOCUMENT"}
+    requests = [{"content": {"parts": [{"text": t}]}, "embedContentConfig": config} for t in TEXTS]
+    place = "/v1/projects/p/locations/us-central1/publishers/google/models"
+    return f"{place}/{model}:batchEmbedContents", {"requests": requests}
 
 
 def _content(path: str) -> Callable[[str], tuple[str, dict[str, Any]]]:
@@ -241,6 +249,13 @@ CASES = [
         _content(VERTEX_EMBED),
         count=1,
         default_tokens=3,
+    ),
+    Case(
+        "vertex-batch-embed",
+        vertex_batch_embed_contents,
+        declared.VERTEX_BATCH_EMBED_CONTENTS,
+        "gemini-embedding-001",
+        _vertex_batch,
     ),
     Case(
         "vertex-rank",

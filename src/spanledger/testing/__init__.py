@@ -103,6 +103,7 @@ from spanledger.testing.cohere import (
 from spanledger.testing.google import (
     gemini_embed_content,
     gemini_embeddings,
+    vertex_batch_embed_contents,
     vertex_embed_content,
     vertex_embeddings,
     vertex_express_embed_content,
@@ -149,6 +150,7 @@ __all__ = [
     "standin_vector",
     "tei_embeddings",
     "tei_rerank",
+    "vertex_batch_embed_contents",
     "vertex_embed_content",
     "vertex_embeddings",
     "vertex_express_embed_content",

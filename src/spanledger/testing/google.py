@@ -31,6 +31,7 @@ __all__ = [
     "ROUTES",
     "gemini_embed_content",
     "gemini_embeddings",
+    "vertex_batch_embed_contents",
     "vertex_embed_content",
     "vertex_embeddings",
     "vertex_express_embed_content",
@@ -63,18 +64,23 @@ def _google_usage(model: str, tokens: int, vertex: bool) -> dict[str, Any]:
 
 
 def _gemini_batch(
-    body: dict[str, Any], model: str, figure: int | None = None, report: bool = True
+    body: dict[str, Any],
+    model: str,
+    figure: int | None = None,
+    report: bool = True,
+    vertex: bool = False,
 ) -> _Answer:
     requests = [r for r in body.get("requests") or [] if isinstance(r, dict)]
     texts = [_parts_text(r.get("content")) for r in requests]
+    options = [_dig(r, "embedContentConfig") if vertex else r for r in requests]
     embeddings = [
-        {"values": standin_vector(t, _dimensions(r.get("outputDimensionality")))}
-        for t, r in zip(texts, requests, strict=True)
+        {"values": standin_vector(t, _dimensions(_dig(o, "outputDimensionality")))}
+        for t, o in zip(texts, options, strict=True)
     ]
     payload: dict[str, Any] = {"embeddings": embeddings}
     if _reports(model, report):  # one figure for the whole batch
         tokens = sum(map(_tokens, texts)) if figure is None else figure
-        payload |= _google_usage(model, tokens, vertex=False)
+        payload |= _google_usage(model, tokens, vertex=vertex)
     return 200, payload, dict(_GOOGLE_JSON)
 
 
@@ -204,6 +210,16 @@ def vertex_embed_content(*, tokens: int | None = None, report_usage: bool = True
     return _usage_route(Vendor.VERTEX, path, answer, figure, report_usage)
 
 
+def vertex_batch_embed_contents(*, tokens: int | None = None, report_usage: bool = True) -> Route:
+    """Vertex AI ``POST .../publishers/google/models/{m}:batchEmbedContents`` (google-genai 3's
+    route for several contents of a Gemini model): Gemini's batch answer, each request's
+    ``embedContentConfig.outputDimensionality`` sizing its vector, with Vertex's
+    ``usageMetadata``; figures as ``gemini_embeddings``."""
+    figure, path = _figure("tokens", tokens), _VERTEX_MODEL + ":batchEmbedContents"
+    answer = functools.partial(_gemini_batch, vertex=True)
+    return _usage_route(Vendor.VERTEX, path, answer, figure, report_usage)
+
+
 def vertex_express_embed_content(*, tokens: int | None = None, report_usage: bool = True) -> Route:
     """Vertex AI express mode ``POST /v1/publishers/google/models/{m}:embedContent``:
     answered and configured as ``vertex_embed_content``."""
@@ -227,6 +243,7 @@ ROUTES: tuple[Callable[[], Route], ...] = (
     gemini_embed_content,
     vertex_embeddings,
     vertex_embed_content,
+    vertex_batch_embed_contents,
     vertex_express_embeddings,
     vertex_express_embed_content,
     vertex_rank,

@@ -616,6 +616,21 @@ VERTEX_EXPRESS_EMBED_CONTENT = replace(
 )
 """Vertex AI express mode's ``:embedContent``: the regional route's wire, without project or
 location."""
+VERTEX_BATCH_EMBED_CONTENTS = replace(
+    GEMINI_EMBEDDINGS,
+    vendor=Vendor.VERTEX,
+    route="/v1/projects/{project}/locations/{location}/publishers/google/models/{model}"
+    ":batchEmbedContents",
+    name="vertex-batch-embed",
+    input_type_at=("requests", "0", "embedContentConfig", "taskType"),
+    dimensions_at=("requests", "0", "embedContentConfig", "outputDimensionality"),
+    default_base_url=None,
+    api_key_env=None,
+    hosts=_VERTEX_HOSTS,
+)
+"""Vertex's ``batchEmbedContents``, where google-genai 3 sends several contents for a Gemini
+model (``gemini-embedding-001`` included): Gemini's batch shape, each request's options under
+``embedContentConfig``, ``usageMetadata`` read when it is sent."""
 VERTEX_RANK = Endpoint(
     Vendor.VERTEX,
     "rerank",
@@ -755,6 +770,7 @@ SDK_ONLY_ENDPOINTS: tuple[Endpoint, ...] = (
     GEMINI_EMBED_CONTENT,
     VERTEX_EMBED_CONTENT,
     VERTEX_EXPRESS_EMBED_CONTENT,
+    VERTEX_BATCH_EMBED_CONTENTS,
     AZURE_V1_EMBEDDINGS,
     OLLAMA_LEGACY_EMBEDDINGS,
     OLLAMA_OPENAI_EMBEDDINGS,
