@@ -33,7 +33,7 @@ import contextlib
 import functools
 import io
 import json
-import time
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -205,6 +205,11 @@ class Server:
     def __init__(self) -> None:
         self.reply: Reply | None = None
         self.requests: list[tuple[str, bytes]] = []
+        self.read_first = False
+        """Answer with responses already read, as test tools build them: httpx's (and
+        httpx2's) ``Response(content=...)`` reads the body at once, and a ``requests``
+        response is given its body whole, decoded. For bodies that decode only: one that
+        does not cannot be built so."""
 
     def _next(self, url: str, body: bytes) -> Reply:
         reply = self.reply
@@ -214,12 +219,16 @@ class Server:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         reply = self._next(str(request.url), request.read())
+        if self.read_first:
+            return httpx.Response(reply.status, headers=list(reply.headers), content=reply.body)
         body = httpx.ByteStream(reply.body)  # read by the client, as off a socket
         return httpx.Response(reply.status, headers=list(reply.headers), stream=body)
 
     def handle_httpx2(self, request: httpx2.Request) -> httpx2.Response:
         """``handle`` for the httpx fork the Mistral SDK sends through."""
         reply = self._next(str(request.url), request.read())
+        if self.read_first:
+            return httpx2.Response(reply.status, headers=list(reply.headers), content=reply.body)
         body = httpx2.ByteStream(reply.body)
         return httpx2.Response(reply.status, headers=list(reply.headers), stream=body)
 
@@ -248,8 +257,9 @@ class Server:
                 reply = server._next(request.url or "", sent)
                 response = requests.Response()
                 response.status_code = reply.status
-                response._content = reply.body
-                if reply.header("content-encoding") is not None:  # requests decodes it
+                response._content = _as_read(reply) if server.read_first else reply.body
+                encoded = reply.header("content-encoding") is not None
+                if encoded and not server.read_first:  # requests decodes it, reading raw
                     response._content = False  # type: ignore[assignment]  # unread, to requests
                     response.raw = urllib3.HTTPResponse(
                         body=io.BytesIO(reply.body),
@@ -295,8 +305,9 @@ class SdkPath:
     make: Callable[[Server], Any]
     call: Callable[[Any, Call], object]
     knows_status: bool = True
-    """Whether the SDK tells the instrumentation a 2xx body's status (Voyage's requestor
-    hands over the decoded body and headers only)."""
+    """Whether the instrumentation hears a 2xx body's status on this SDK (every SDK here
+    does: Voyage's requestor hands over the decoded body and headers only, and its
+    session's response hook tells the status)."""
 
 
 def _openai_on(base_url: str) -> Callable[[Server], openai.OpenAI]:
@@ -517,7 +528,6 @@ SDKS: dict[str, tuple[SdkPath, ...]] = {
             "voyage-sdk",
             _voyage,
             lambda c, call: c.embed(list(call.items), model=MODEL),
-            knows_status=False,
         ),
     ),
     "voyageai-rerank": (
@@ -525,7 +535,6 @@ SDKS: dict[str, tuple[SdkPath, ...]] = {
             "voyage-sdk",
             _voyage,
             lambda c, call: c.rerank(call.query, list(call.items), model=MODEL, top_k=call.top_k),
-            knows_status=False,
         ),
     ),
     # botocore never parses InvokeModel's body (the caller reads the stream), so every 2xx is
@@ -660,7 +669,7 @@ def _voyage_session(server: Server) -> Iterator[None]:
     session = requests.Session()
     session.mount("https://", server.voyage_adapter())
     context.session = session
-    context.session_create_time = time.time()
+    context.session_create_time = math.inf  # never renewed by the SDK (it does so at 180 s)
     try:
         yield
     finally:
@@ -761,8 +770,9 @@ class Rig:
                 "POST", url, content=body, headers={"content-type": "application/json"}
             )
             response = client.send(request, stream=True)
-            try:
-                seen.append((response.status_code, b"".join(response.iter_raw())))
+            try:  # one handed over read has no raw bytes left: it is read as it was made
+                read = response.read() if self.server.read_first else b"".join(response.iter_raw())
+                seen.append((response.status_code, read))
             finally:
                 response.close()
 
@@ -770,7 +780,8 @@ class Rig:
         assert self.server.requests == [(url, body)], "the transport changed the request"
         status, sent = seen[0]
         assert status == case.reply.status
-        assert sent == case.reply.body, "the transport changed the body"
+        made = _as_read(case.reply) if self.server.read_first else case.reply.body
+        assert sent == made, "the transport changed the body"
         return Seen("transport", event)
 
     def run_manual(self, case: Case) -> Seen:

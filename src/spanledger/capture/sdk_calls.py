@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, ParamSpec, TypeVar
 
-from spanledger.capture.failures import describe
+from spanledger.capture.failures import describe, status_error
 from spanledger.errors import ErrorCategory, ProviderError, error_for_status
 from spanledger.recorder import Recorder, get_recorder
 from spanledger.recording.call import Recording, logged
@@ -31,10 +31,13 @@ from spanledger.wire.http import parse_json
 
 __all__ = [
     "RECORDING",
+    "Arrival",
     "MethodSpec",
     "SdkCall",
     "Switch",
     "current_call",
+    "listening",
+    "note_arrival",
     "record_async",
     "record_sync",
     "wrap_async",
@@ -59,6 +62,42 @@ _SETTLING_HOOKS = ("read", "close", "aread", "aclose")
 # The SDK call being recorded in this thread or task, if any: the bare context-variable read,
 # since the HTTP hooks ask on every request.
 current_call = _current.get
+
+
+class Arrival:
+    """The status and headers an attempt's answer arrived with, noted by a hook on the SDK's
+    HTTP layer before the body is read: a body that then fails to read (one that does not
+    decode by its ``Content-Encoding``) leaves them known where the SDK never got the
+    response. It stands for that answer, whose body never arrived whole."""
+
+    __slots__ = ("headers", "status_code")
+    content = None
+
+    def __init__(self) -> None:
+        self.status_code: int | None = None
+        self.headers: Any = None
+
+
+_arrival: ContextVar[Arrival | None] = ContextVar("spanledger_sdk_arrival", default=None)
+
+
+@contextlib.contextmanager
+def listening() -> Iterator[Arrival]:
+    """Hear how the answer of the attempt run inside the block arrives (``note_arrival``)."""
+    arrival = Arrival()
+    token = _arrival.set(arrival)
+    try:
+        yield arrival
+    finally:
+        _arrival.reset(token)
+
+
+def note_arrival(status: object, headers: object) -> None:
+    """An HTTP layer's hook: an answer arrived with ``status`` and ``headers``. Heard only
+    inside ``listening``; anywhere else it does nothing."""
+    arrival = _arrival.get()
+    if arrival is not None and type(status) is int:
+        arrival.status_code, arrival.headers = status, headers
 
 
 @dataclass(slots=True)
@@ -232,6 +271,21 @@ class SdkCall(Recording):
             logged(failure)
             return
         self.attempt_failed(error)
+
+    def answer_unread(self, arrival: Arrival, exc: BaseException) -> bool:
+        """The attempt raised ``exc`` after its answer arrived (``arrival``) and before the
+        SDK had its body: a 2xx is an unusable answer with its status, another status that
+        status's failure, as every path records them. False: no answer had arrived (a
+        redirect hop is not one), or ``exc`` names its status itself."""
+        status = arrival.status_code
+        if status is None or 300 <= status < 400 or status_error(exc) is not None:
+            return False
+        if 200 <= status < 300:
+            self.attempt_answered(arrival)
+            self.attempt_raised(exc)
+        else:
+            self.attempt_failed(error_for_status(status, arrival.headers or {}, None))
+        return True
 
     def attempt_answered(self, response: object = None) -> None:
         """A 2xx arrived (``response``: the client's response object, when there is one)."""

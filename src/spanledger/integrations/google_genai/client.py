@@ -11,7 +11,10 @@ the raw text it returns is the body the figures are read from, as the SDK decode
 (``google.genai.models``' ``json.loads`` hands the decoded body on, so it is parsed once). On
 aiohttp, a connection error the SDK retries by itself inside one such call is an attempt of
 its own: the session it sends through reports each request. An error status arrives as the
-SDK's ``APIError``, re-raised unchanged; its event is categorised by the status.
+SDK's ``APIError``, re-raised unchanged; its event is categorised by the status. A body that
+fails to read (one that does not decode by its ``Content-Encoding``) never reaches the SDK as
+a response: its status is heard as it arrives (a response hook on the SDK's httpx client, the
+aiohttp session's answer).
 
 ``instrument(genai.Client)`` instruments its ``models`` and ``aio.models``, which the
 process-wide switch also reaches one by one (they do not know their client).
@@ -34,7 +37,14 @@ from google.genai.models import AsyncModels, Models
 
 from spanledger import _forksafe
 from spanledger.capture.installation import Installation
-from spanledger.capture.sdk_calls import MethodSpec, SdkCall, current_call
+from spanledger.capture.sdk_calls import (
+    Arrival,
+    MethodSpec,
+    SdkCall,
+    current_call,
+    listening,
+    note_arrival,
+)
 from spanledger.errors import error_for_status
 from spanledger.recording.call import logged
 from spanledger.recording.facts import (
@@ -182,9 +192,23 @@ def _answered(call: SdkCall, response: Any) -> None:
         logged(exc)
 
 
-def _attempt_raised(call: SdkCall, exc: BaseException) -> None:
-    """The attempt ended in an exception: the SDK's ``APIError`` by its status, anything
-    else by what it is (a transport failure, a cancellation)."""
+def _hear(response: Any) -> None:
+    """A response hook on the SDK's httpx client: the status an attempt's answer arrived
+    with, before the client reads its body (a body that does not decode fails that read,
+    and the SDK never gets the response)."""
+    note_arrival(response.status_code, response.headers)
+
+
+async def _hear_async(response: Any) -> None:
+    _hear(response)
+
+
+def _attempt_raised(call: SdkCall, exc: BaseException, arrival: Arrival) -> None:
+    """The attempt ended in an exception: the SDK's ``APIError`` by its status; an answer
+    whose body could not be read by the status it arrived with; anything else by what it is
+    (a transport failure, a cancellation)."""
+    if not isinstance(exc, genai_errors.APIError) and call.answer_unread(arrival, exc):
+        return
     if isinstance(exc, genai_errors.APIError) and type(exc.code) is int:
         try:
             response = exc.response
@@ -246,10 +270,12 @@ class _RecordedSession:
         if attempt.requests > 1:
             call.attempt_sent(None)
         try:
-            return await self._session.request(*args, **kwargs)
+            response = await self._session.request(*args, **kwargs)
         except BaseException as exc:
             call.attempt_raised(exc)
             raise
+        note_arrival(getattr(response, "status", None), getattr(response, "headers", None))
+        return response
 
 
 def _sync_attempts(api_client: Any) -> Any:
@@ -262,11 +288,12 @@ def _sync_attempts(api_client: Any) -> Any:
         if call is None or endpoint is None:
             return original(http_request, *args, **kwargs)
         _opening(call, endpoint, http_request)
-        try:
-            response = original(http_request, *args, **kwargs)
-        except BaseException as exc:
-            _attempt_raised(call, exc)
-            raise
+        with listening() as arrival:
+            try:
+                response = original(http_request, *args, **kwargs)
+            except BaseException as exc:
+                _attempt_raised(call, exc, arrival)
+                raise
         _answered(call, response)
         return response
 
@@ -285,10 +312,12 @@ def _async_attempts(api_client: Any) -> Any:
         _opening(call, endpoint, http_request)
         token = _on_aiohttp.set(_AiohttpAttempt(call))
         try:
-            response = await original(http_request, *args, **kwargs)
-        except BaseException as exc:
-            _attempt_raised(call, exc)
-            raise
+            with listening() as arrival:
+                try:
+                    response = await original(http_request, *args, **kwargs)
+                except BaseException as exc:
+                    _attempt_raised(call, exc, arrival)
+                    raise
         finally:
             _on_aiohttp.reset(token)
         _answered(call, response)
@@ -361,6 +390,8 @@ class _Seams:
             placed = {name: make(api_client) for name, make in _ATTEMPTS}
             attributes.update(placed)
             self._placed[api_client] = placed
+            for http, hook in _hooked(api_client):
+                http.event_hooks["response"].append(hook)
             if getattr(genai_models, "json", None) is json:
                 setattr(genai_models, "json", _decoding_json)  # noqa: B010 (not exported)
 
@@ -377,11 +408,24 @@ class _Seams:
             for name, ours in self._placed.pop(api_client, {}).items():
                 if attributes.get(name) is ours:
                     del attributes[name]
+            for http, hook in _hooked(api_client):
+                with contextlib.suppress(ValueError):
+                    http.event_hooks["response"].remove(hook)
             if not self._users and getattr(genai_models, "json", None) is _decoding_json:
                 setattr(genai_models, "json", json)  # noqa: B010
 
 
 _seams = _Seams()
+
+
+def _hooked(api_client: Any) -> list[tuple[Any, Any]]:
+    """The API client's httpx (or httpx2) clients, each with the status hook it takes."""
+    found = []
+    for name, hook in (("_httpx_client", _hear), ("_async_httpx_client", _hear_async)):
+        http = getattr(api_client, name, None)
+        if isinstance(getattr(http, "event_hooks", None), dict):
+            found.append((http, hook))
+    return found
 
 
 def _width(result: Any) -> int | None:

@@ -5,24 +5,27 @@ there is no HTTP client to hook. Each HTTP attempt goes through its
 ``APIRequestor.request`` / ``arequest``, which return the body exactly as ``json.loads`` made
 it, before the SDK touches it: that verbatim JSON is where ``usage.total_tokens`` is read. The
 requestor class is wrapped while at least one Voyage client is instrumented; outside a recorded
-call the wrapper only passes through.
+call the wrapper only passes through. The status each answer arrives with is heard before its
+body is read (a response hook on the SDK's ``requests`` session, aiohttp's response as the
+requestor gets it), so an answer whose body does not decode keeps its status.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import voyageai
+from voyageai.api_resources import api_requestor
 from voyageai.api_resources.api_requestor import APIRequestor
 from voyageai.client import Client
 from voyageai.client_async import AsyncClient
-from voyageai.local.helpers import is_local_model
 
 from spanledger import _forksafe
 from spanledger.capture.installation import Installation
-from spanledger.capture.sdk_calls import MethodSpec, current_call
+from spanledger.capture.sdk_calls import MethodSpec, current_call, listening, note_arrival
 from spanledger.recording.facts import (
     EmbedFacts,
     RerankFacts,
@@ -43,6 +46,14 @@ Server = tuple[str | None, int | None]
 _EMBED_ARGS = ("texts", "model", "input_type", "truncation", "output_dtype", "output_dimension")
 _RERANK_ARGS = ("query", "documents", "model", "top_k", "truncation")
 _DEFAULT_BASE_URL = "https://api.voyageai.com/v1"
+
+
+try:
+    from voyageai.local.helpers import is_local_model as _is_local_model
+except ImportError:  # voyageai 0.3 runs no model in process
+
+    def _is_local_model(model: str) -> bool:
+        return False
 
 
 def install(client: Any, installation: Installation) -> None:
@@ -94,7 +105,7 @@ def _embed_facts(
     named = _named(_EMBED_ARGS, args, kwargs)
     model = named.get("model")
     model = text_or_none(voyageai.VOYAGE_EMBED_DEFAULT_MODEL if model is None else model)
-    if model is None or is_local_model(model):
+    if model is None or _is_local_model(model):
         return None
     count, texts = input_texts(named.get("texts"))
     input_type = text_or_none(named.get("input_type"))
@@ -147,21 +158,34 @@ def _float_width(result: Any) -> int | None:
 
 
 class _RequestorWrap:
-    """Wraps ``APIRequestor.request`` / ``arequest`` while any Voyage client is instrumented."""
+    """Wraps ``APIRequestor.request`` / ``arequest`` while any Voyage client is instrumented,
+    and hears the status each answer arrives with (``_hear``, ``_arriving``): a body that does
+    not decode fails inside the HTTP library, and the SDK never gets the response."""
 
     def __init__(self) -> None:
         self._lock = _forksafe.lock(self, "_lock")
         self._users = 0
         self._originals: dict[str, Callable[..., Any]] = {}
+        self._make_session: Callable[[], Any] | None = None
 
     def acquire(self) -> None:
         with self._lock:
             self._users += 1
             if self._users > 1:
                 return
-            self._originals = {"request": APIRequestor.request, "arequest": APIRequestor.arequest}
+            self._originals = {
+                "request": APIRequestor.request,
+                "arequest": APIRequestor.arequest,
+            }
             APIRequestor.request = _sync_attempt(APIRequestor.request)  # type: ignore[method-assign]
             APIRequestor.arequest = _async_attempt(APIRequestor.arequest)  # type: ignore[method-assign]
+            # where the status is heard (a release without these seams loses only that)
+            if hasattr(APIRequestor, "arequest_raw"):
+                self._originals["arequest_raw"] = APIRequestor.arequest_raw
+                APIRequestor.arequest_raw = _arriving(APIRequestor.arequest_raw)  # type: ignore[method-assign]
+            if hasattr(api_requestor, "_make_session"):
+                self._make_session = api_requestor._make_session
+                api_requestor._make_session = _hearing(api_requestor._make_session)
 
     def release(self) -> None:
         with self._lock:
@@ -172,6 +196,56 @@ class _RequestorWrap:
             for name, original in self._originals.items():
                 setattr(APIRequestor, name, original)
             self._originals = {}
+            if self._make_session is not None:
+                api_requestor._make_session = self._make_session
+                self._make_session = None
+            _unhook(_thread_session())
+
+
+def _thread_session() -> Any:
+    """The ``requests`` session the SDK keeps for this thread, if it has made one."""
+    return getattr(getattr(api_requestor, "_thread_context", None), "session", None)
+
+
+def _hear(response: Any, *args: Any, **kwargs: Any) -> None:
+    """A ``requests`` response hook on the SDK's session: the status an attempt's answer
+    arrived with, before the session reads its body (heard only inside a recorded attempt)."""
+    note_arrival(response.status_code, response.headers)
+
+
+def _hook(session: Any) -> None:
+    with contextlib.suppress(Exception):
+        hooks = session.hooks["response"]
+        if _hear not in hooks:
+            hooks.append(_hear)
+
+
+def _unhook(session: Any) -> None:
+    with contextlib.suppress(Exception):
+        session.hooks["response"].remove(_hear)
+
+
+def _hearing(make_session: Callable[[], Any]) -> Callable[[], Any]:
+    """The SDK's session maker, whose sessions carry ``_hear``."""
+
+    def made() -> Any:
+        session = make_session()
+        _hook(session)
+        return session
+
+    return made
+
+
+def _arriving(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``APIRequestor.arequest_raw``, which returns aiohttp's response before its body is
+    read: the status it arrived with is heard there."""
+
+    async def arequest_raw(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = await original(self, *args, **kwargs)
+        note_arrival(getattr(result, "status", None), getattr(result, "headers", None))
+        return result
+
+    return arequest_raw
 
 
 _requestor = _RequestorWrap()
@@ -183,12 +257,15 @@ def _sync_attempt(original: Callable[..., Any]) -> Callable[..., Any]:
         if call is None or type(url) is not str or not call.owns_path(url):
             return original(self, method, url, *args, **kwargs)
         call.attempt_sent(None)
-        try:
-            response = original(self, method, url, *args, **kwargs)
-        except BaseException as exc:
-            call.attempt_raised(exc)
-            raise
-        call.attempt_answered()
+        _hook(_thread_session())  # one made before
+        with listening() as arrival:
+            try:
+                response = original(self, method, url, *args, **kwargs)
+            except BaseException as exc:
+                if not call.answer_unread(arrival, exc):
+                    call.attempt_raised(exc)
+                raise
+        call.attempt_answered(arrival if arrival.status_code is not None else None)
         call.answer_decoded(response.data)
         return response
 
@@ -201,12 +278,14 @@ def _async_attempt(original: Callable[..., Any]) -> Callable[..., Any]:
         if call is None or type(url) is not str or not call.owns_path(url):
             return await original(self, method, url, *args, **kwargs)
         call.attempt_sent(None)
-        try:
-            response = await original(self, method, url, *args, **kwargs)
-        except BaseException as exc:
-            call.attempt_raised(exc)
-            raise
-        call.attempt_answered()
+        with listening() as arrival:
+            try:
+                response = await original(self, method, url, *args, **kwargs)
+            except BaseException as exc:
+                if not call.answer_unread(arrival, exc):
+                    call.attempt_raised(exc)
+                raise
+        call.attempt_answered(arrival if arrival.status_code is not None else None)
         call.answer_decoded(response.data)
         return response
 
