@@ -1,6 +1,6 @@
-"""``tests/older_sdks`` needs the SDK versions some frameworks pin (cohere 5.x, voyageai 0.3.x),
-which cannot share a venv with the dev extra's: it runs in ``.venv-older``, started by
-``tests/frameworks/test_older_sdks.py``, and is left out of every other run."""
+"""``tests/older_sdks`` needs the SDK versions some frameworks pin (cohere 5.x, voyageai 0.3.x,
+openai 2.x), which cannot share a venv with the dev extra's: it runs in ``.venv-older``, started
+by ``tests/frameworks/test_older_sdks.py``, and is left out of every other run."""
 
 from __future__ import annotations
 

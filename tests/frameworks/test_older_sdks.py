@@ -1,5 +1,6 @@
 """Runs ``tests/older_sdks`` in ``.venv-older``, where the SDK versions some frameworks pin are
-installed (``.ci/install-older-sdks.sh`` makes it): cohere 5.x, voyageai 0.3.x."""
+installed (``.ci/install-older-sdks.sh`` makes it): cohere 5.x, voyageai 0.3.x, openai 2.x; and
+ollama 0.5.4, below its tested range, for the untested-version rules."""
 
 from __future__ import annotations
 

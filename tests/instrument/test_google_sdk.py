@@ -5,6 +5,7 @@ event, sync and async (aiohttp), per client and under the process-wide switch.""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 import types as pytypes
 from collections.abc import Callable
@@ -19,7 +20,13 @@ from google.genai import types as gtypes
 import spanledger
 from spanledger import EmbeddingEvent, EmbeddingFailedEvent, ErrorCategory
 from spanledger.instrumentation import is_instrumented
-from spanledger.testing import StandIn, gemini_embeddings, vertex_embed_content, vertex_embeddings
+from spanledger.testing import (
+    StandIn,
+    gemini_embeddings,
+    vertex_batch_embed_contents,
+    vertex_embed_content,
+    vertex_embeddings,
+)
 from tests.instrument.conftest import Tape, tokens
 
 API_KEY = "AIza-SENTINEL-google-key-91c3"
@@ -48,6 +55,13 @@ def embed(client: genai.Client, is_async: bool, model: str, texts: Any = TEXTS, 
     if is_async:
         return asyncio.run(client.aio.models.embed_content(model=model, contents=texts, **kw))
     return client.models.embed_content(model=model, contents=texts, **kw)
+
+
+def vertex_route(model: str) -> str:
+    """Where google-genai sends several contents for ``model`` on Vertex: ``:predict``, except
+    a Gemini model from google-genai 3 on, which goes to ``:batchEmbedContents``."""
+    major = int(importlib.metadata.version("google-genai").split(".")[0])
+    return ":batchEmbedContents" if major >= 3 and model.startswith("gemini") else ":predict"
 
 
 def outcome(work: Callable[[], Any]) -> tuple[str, Any]:
@@ -106,14 +120,15 @@ def test_vertex_predict_sums_each_token_count(
     is_async: bool, model: str, standin: StandIn, tape: Tape
 ) -> None:
     standin.route(vertex_embeddings(tokens=7), times=1)
+    standin.route(vertex_batch_embed_contents(tokens=7), times=1)
     embed(spanledger.instrument(vertex(standin)), is_async, model)
     [event] = tape.events
     assert isinstance(event, EmbeddingEvent)
     assert (event.provider, event.model) == ("gcp.vertex_ai", model)
     assert event.usage is not None
-    assert event.usage.input_tokens == 7  # 4 + 3, as the body spread it
+    assert event.usage.input_tokens == 7  # 4 + 3 as the body spread it, or the batch's total
     assert (event.input_count, event.dimensions) == (2, 16)
-    assert standin.requests[-1].path.endswith(f"/{model}:predict")
+    assert standin.requests[-1].path.endswith(f"/{model}{vertex_route(model)}")
 
 
 @SYNC_ASYNC
@@ -269,10 +284,11 @@ def test_no_text_or_key_reaches_an_event_a_log_or_an_exception(
     caplog.set_level(logging.DEBUG)
     client = spanledger.instrument(gemini(standin))
     embed(client, False, "text-embedding-004", config={"task_type": "RETRIEVAL_QUERY"})
-    embed(client, True, "usage-malformed")
+    malformed = outcome(lambda: embed(client, True, "usage-malformed"))  # google-genai 3 refuses it
     with pytest.raises(errors.ClientError) as caught:
         embed(client, False, "fail-400")
     assert len(tape.events) == 3
-    for surface in (caplog.text, str(caught.value), *(e.model_dump_json() for e in tape.events)):
+    events = (e.model_dump_json() for e in tape.events)
+    for surface in (caplog.text, str(caught.value), str(malformed), *events):
         assert SENTINEL not in surface
         assert API_KEY not in surface

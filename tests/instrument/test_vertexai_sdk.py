@@ -368,7 +368,9 @@ async def test_the_switch_records_models_made_before_and_after_it(
     )
 
 
-def test_the_switch_refuses_a_version_it_does_not_cover(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_switch_leaves_a_version_it_does_not_cover_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import importlib.metadata
 
     real = importlib.metadata.version
@@ -377,6 +379,5 @@ def test_the_switch_refuses_a_version_it_does_not_cover(monkeypatch: pytest.Monk
         "version",
         lambda name: "3.0.0" if name == "google-cloud-aiplatform" else real(name),
     )
-    with pytest.raises(RuntimeError, match=r"google-cloud-aiplatform 3\.0\.0"):
-        spanledger.instrument(sdks=["vertexai"])
+    spanledger.instrument(sdks=["vertexai"])
     assert instrumented_sdks() == ()

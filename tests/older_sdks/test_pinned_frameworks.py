@@ -1,5 +1,6 @@
 """The integrations that pin older SDKs, with those SDKs: cohere 5.x under langchain-cohere and
-LlamaIndex's ``CohereRerank``, voyageai 0.3.x under LlamaIndex's ``VoyageAIRerank``.
+LlamaIndex's ``CohereRerank``, voyageai 0.3.x under LlamaIndex's ``VoyageAIRerank`` (by the
+switch, and by ``http=True`` with the switch on for other SDKs only).
 
 Each drives the framework's own object against the loopback stand-in, once without spanledger
 and once with it: exactly one event per HTTP call, the figures the stand-in sent, the framework's
@@ -70,12 +71,16 @@ def by_tokens(events: list[Event]) -> list[int]:
 def test_the_sdks_are_the_pinned_ones() -> None:
     assert importlib.metadata.version("cohere").startswith("5.")
     assert importlib.metadata.version("voyageai").startswith("0.3.")
+    assert importlib.metadata.version("openai").startswith("2.")
+    assert importlib.metadata.version("ollama") == "0.5.4"
 
 
-def test_the_switch_refuses_an_installed_voyageai_it_does_not_cover() -> None:
-    with pytest.raises(RuntimeError, match=r"voyageai 0\.3\.\d+ is installed.*0\.5 and later"):
-        spanledger.instrument()
-    assert instrumented_sdks() == ()
+def test_the_switch_takes_voyageai_0_3() -> None:
+    spanledger.instrument(sdks=["voyageai", "cohere"])
+    try:
+        assert instrumented_sdks() == ("voyageai", "cohere")
+    finally:
+        spanledger.uninstrument()
 
 
 @pytest.mark.parametrize("kind", ["ClientV2", "Client"])
@@ -163,12 +168,13 @@ def test_llama_index_cohere_rerank(standin: StandIn, recording: Recording) -> No
     assert (event.provider, event.document_count, event.result_count) == ("cohere", 3, 2)
 
 
-def test_llama_index_voyage_rerank_through_http(
-    standin: StandIn, recording: Recording, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("way", ["switch", "http"])
+def test_llama_index_voyage_rerank(
+    standin: StandIn, recording: Recording, monkeypatch: pytest.MonkeyPatch, way: str
 ) -> None:
-    """voyageai 0.3 is outside the switch's range; its ``requests`` calls are recorded by
-    ``http=True``. ``VoyageAIRerank`` takes no base URL: the SDK's default is pointed at the
-    stand-in, the framework's code is not touched."""
+    """voyageai 0.3 under the switch, or with the switch on for Cohere only, its ``requests``
+    calls recorded by ``http=True``. ``VoyageAIRerank`` takes no base URL: the SDK's default is
+    pointed at the stand-in, the framework's code is not touched."""
     import voyageai._base
 
     origin = standin.base_url("voyageai") + "/v1"
@@ -179,10 +185,13 @@ def test_llama_index_voyage_rerank_through_http(
         ranked = reranker.postprocess_nodes(nodes(), QueryBundle(QUERY))
         return [(n.node.node_id, n.score) for n in ranked]
 
-    def http_on() -> None:
-        spanledger.instrument(sdks=["cohere"], http=True)
+    def switch_on() -> None:
+        if way == "switch":
+            spanledger.instrument(sdks=["voyageai"])
+        else:
+            spanledger.instrument(sdks=["cohere"], http=True)
 
-    _, events = recording.run(work, http_on)
+    _, events = recording.run(work, switch_on)
     [event] = events
     assert isinstance(event, RerankEvent)
     assert (event.provider, event.document_count, event.top_k, event.result_count) == (

@@ -34,6 +34,20 @@ class ClassMethod:
     is_async: bool
     client_of: Callable[[Any], Any] = lambda instance: instance
 
+    @property
+    def dotted(self) -> str:
+        """``module.owner.name``, as a message names it."""
+        return f"{self.module}.{self.owner}.{self.name}"
+
+    def found(self) -> bool:
+        """Whether the installed library has this method (importing its module to look): a
+        release that moved or dropped it does not."""
+        try:
+            owner = getattr(importlib.import_module(self.module), self.owner)
+            return callable(getattr(owner, self.name))
+        except Exception:  # an ImportError, or whatever else the library's import raised
+            return False
+
 
 Versions = tuple[tuple[int, ...], tuple[int, ...]]
 """A range of versions: ``lowest <= version < below``."""
@@ -92,22 +106,42 @@ class Integration:
         """Whether a class defined in ``module`` belongs to this library."""
         return module == self.name or module.startswith(self.name + ".")
 
-    def refusal(self) -> str | None:
-        """Why the installed version cannot be switched on, or ``None`` when it can."""
+    def installed_version(self) -> str | None:
+        """The installed release of ``distribution``; ``None`` when it is not installed."""
         try:
-            installed = importlib.metadata.version(self.distribution)
+            return importlib.metadata.version(self.distribution)
         except importlib.metadata.PackageNotFoundError:
-            return f"{self.distribution} is not installed"
-        found = _numbers(installed)
-        if any(lowest <= found < below for lowest, below in self.tested):
             return None
-        supported = ", or ".join(
+
+    def tests(self, version: str) -> bool:
+        """Whether ``version`` lies in one of the ranges the tests cover."""
+        found = _numbers(version)
+        return any(lowest <= found < below for lowest, below in self.tested)
+
+    def tested_versions(self) -> str:
+        """The tested ranges in words: ``"5.21 and later, below 6, or 7.3 and later, below 8"``."""
+        return ", or ".join(
             f"{_dotted(lowest)} and later, below {_dotted(below)}" for lowest, below in self.tested
         )
+
+    def specifiers(self) -> tuple[str, ...]:
+        """The tested ranges as version specifiers, one a range: ``(">=5.21,<6", ">=7.3,<8")``."""
+        return tuple(f">={_dotted(lowest)},<{_dotted(below)}" for lowest, below in self.tested)
+
+    def untested(self) -> str | None:
+        """A sentence naming the installed release and the tested ranges when that release lies
+        outside them; ``None`` when it lies inside, or nothing is installed."""
+        installed = self.installed_version()
+        if installed is None or self.tests(installed):
+            return None
         return (
-            f"{self.distribution} {installed} is installed; spanledger.instrument() supports "
-            f"{supported}"
+            f"{self.distribution} {installed} is installed; spanledger's tests cover "
+            f"{self.distribution} {self.tested_versions()}"
         )
+
+    def missing_methods(self) -> tuple[str, ...]:
+        """The declared methods the installed library does not have (``module.owner.name``)."""
+        return tuple(method.dotted for method in self.methods if not method.found())
 
 
 def _numbers(version: str) -> tuple[int, ...]:

@@ -42,6 +42,7 @@ __all__ = [
     "counting",
     "current_local_call",
     "local_failure",
+    "when_patching_fails",
 ]
 
 LOCAL_BILLING = "local"
@@ -214,6 +215,9 @@ class Library:
     """Models that got something of their own (FlashRank's counting tokenizer), for undo."""
     forget: Callable[[Any], None] | None = None
     """Takes back what a model in ``touched`` got."""
+    failure: str | None = None
+    """Why the library's classes could not be patched when it was imported (the exception's
+    type), until nobody records through it any more."""
     _done: list[_Patch] = field(default_factory=list)
     _waiting: Waiting | None = None
 
@@ -232,9 +236,16 @@ class Library:
         return recorded
 
     def choose(self, model: object) -> None:
+        """Record ``model``; a ``TypeError`` (the model untouched) when the library's classes
+        cannot be patched."""
         with _lock:
             self.chosen.add(model)
             self._ensure()
+            if self.failure is not None:
+                failure = self.failure
+                self.chosen.discard(model)
+                self._settle()
+                raise TypeError(f"{self.module}'s classes could not be patched ({failure})")
 
     def release(self, model: object) -> None:
         with _lock:
@@ -271,6 +282,7 @@ class Library:
                 else:
                     setattr(patch.owner, patch.name, patch.replaced)
         self._done.clear()
+        self.failure = None
         for model in list(self.touched):
             if self.forget is not None:
                 try:
@@ -280,18 +292,30 @@ class Library:
         self.touched = weakref.WeakSet()
 
     def _apply(self, module: ModuleType) -> None:
+        """Patch every class the library's ``patches`` name, or none of them: a class or method
+        a release moved or dropped (or anything else raised while finding them) leaves the
+        library as it is, the failure kept and reported, never raised into the import."""
         with _lock:
             self._waiting = None
             if self._done or not (self.switched or len(self.chosen)):
                 return
-            for owner, name, how in self.patches(module):
-                original = getattr(owner, name)
-                wrapper = (
-                    self.recorded(original, how) if isinstance(how, LocalSpec) else how(original)
-                )
-                functools.update_wrapper(wrapper, original)
-                self._done.append(_Patch(owner, name, vars(owner).get(name, _MISSING), wrapper))
-                setattr(owner, name, wrapper)
+            try:
+                planned = [
+                    self._planned(owner, name, how) for owner, name, how in self.patches(module)
+                ]
+            except Exception as exc:
+                self.failure = type(exc).__name__
+                _report_failure(self.module, exc)
+                return
+            for patch in planned:
+                self._done.append(patch)
+                setattr(patch.owner, patch.name, patch.wrapper)
+
+    def _planned(self, owner: type, name: str, how: LocalSpec | Callable[..., Any]) -> _Patch:
+        original = getattr(owner, name)
+        wrapper = self.recorded(original, how) if isinstance(how, LocalSpec) else how(original)
+        functools.update_wrapper(wrapper, original)
+        return _Patch(owner, name, vars(owner).get(name, _MISSING), wrapper)
 
 
 class _SwitchedOn:
@@ -300,8 +324,29 @@ class _SwitchedOn:
     def __init__(self, library: Library) -> None:
         self.library = library
 
+    @property
+    def failure(self) -> str | None:
+        """Why the library could not be patched once imported; ``None``: patched, or not
+        imported yet."""
+        return self.library.failure
+
     def undo(self) -> None:
         self.library.switch_off()
+
+
+def _logged_failure(module: str, exc: BaseException) -> None:
+    if isinstance(exc, Exception):
+        logged(exc)
+
+
+_report_failure: Callable[[str, BaseException], None] = _logged_failure
+
+
+def when_patching_fails(report: Callable[[str, BaseException], None]) -> None:
+    """Have ``report(library, exception)`` told when a library's classes cannot be patched
+    (by default the failure is logged by type)."""
+    global _report_failure
+    _report_failure = report
 
 
 _MISSING = object()

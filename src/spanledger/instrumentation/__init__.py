@@ -6,7 +6,9 @@
   of ``spanledger.integrations``.
 - ``spanledger.instrument()`` / ``uninstrument()``: the process-wide switch, for clients a
   framework builds where you cannot reach them: every client of those SDKs records, made before
-  the switch or after (copies too); ``instrument(sdks=["cohere"])`` names the SDKs.
+  the switch or after (copies too); ``instrument(sdks=["cohere"])`` names the SDKs. A library
+  outside the versions the tests cover is left alone with a warning, never an exception;
+  ``sdk_status()`` says where each library stands.
 - ``transport()`` / ``async_transport()``: an httpx transport that records requests to the
   known vendors' embedding and rerank endpoints.
 - ``record_embedding(...)`` / ``record_rerank(...)``: a block around any other call.
@@ -42,6 +44,7 @@ from spanledger.instrumentation._registry import (
     is_instrumented,
     uninstrument,
 )
+from spanledger.instrumentation._status import SdkState, SdkStatus, sdk_status
 from spanledger.instrumentation.manual import (
     EmbeddingRecord,
     RerankRecord,
@@ -60,12 +63,15 @@ __all__ = [
     "EmbeddingRecord",
     "RecordingTransport",
     "RerankRecord",
+    "SdkState",
+    "SdkStatus",
     "async_transport",
     "instrument",
     "instrumented_sdks",
     "is_instrumented",
     "record_embedding",
     "record_rerank",
+    "sdk_status",
     "transport",
     "uninstrument",
 ]

@@ -12,9 +12,12 @@ record outermost; the class wrapper under them only passes the call through. Und
 SDK's methods back (a wrapper another library has wrapped since stays, passing calls through)
 and uninstruments the clients the switch instrumented.
 
-An SDK version outside the range the tests cover is refused before anything is patched. A
-client the switch cannot instrument (a version drift, a subclass it does not know) is passed
-through untouched and the reason logged by type: the switch never raises into a caller.
+A library is patched whole or not at all. One outside the versions the tests cover, one whose
+classes lack a declared method, or one whose import or patching raises is left unpatched with
+one warning (``_skipped``) while the rest is switched on: the switch never fails the
+application over a library's version. A client the switch cannot instrument (a version drift, a
+subclass it does not know) is passed through untouched and the reason logged by type: the
+switch never raises into a caller.
 """
 
 from __future__ import annotations
@@ -37,9 +40,10 @@ from spanledger.capture.sdk_calls import (
     record_async,
     record_sync,
 )
+from spanledger.instrumentation import _skipped
 from spanledger.recording.call import logged
 
-__all__ = ["installed", "switch_off", "switch_on", "switched_on"]
+__all__ = ["failures", "installed", "switch_off", "switch_on", "switched_on"]
 
 
 class _State:
@@ -48,6 +52,8 @@ class _State:
         self.adopted: weakref.WeakSet[Any] = weakref.WeakSet()
         self.taken: weakref.WeakSet[Any] = weakref.WeakSet()
         self.names: dict[type, set[str]] = {}
+        self.failed: dict[str, str] = {}
+        """Libraries the switch tried and could not patch, with the sentence why."""
 
 
 _TAKEN = "_spanledger_switch_recordings"
@@ -61,6 +67,19 @@ _state = _State()
 def switched_on() -> tuple[str, ...]:
     """The SDKs the process-wide switch is on for."""
     return tuple(_state.on)
+
+
+def failures() -> dict[str, str]:
+    """Why each library the switch could not patch was left alone, by name: at switch-on, or
+    (an in-process library) when the program imported it."""
+    with _lock:
+        found = dict(_state.failed)
+        for name, changes in _state.on.items():
+            for change in changes:
+                failure = getattr(change, "failure", None)
+                if isinstance(failure, str):
+                    found[name] = f"its classes could not be patched on import ({failure})"
+        return found
 
 
 def installed(module: str) -> bool:
@@ -78,8 +97,8 @@ def switch_on(
     instrument: Callable[[Any], Any],
     is_instrumented: Callable[[Any], bool],
 ) -> None:
-    """Patch every named SDK (default: every supported SDK that is installed), or none: the
-    versions are all checked before anything changes. Already on: no change."""
+    """Patch every named SDK (default: every supported SDK that is installed); each library is
+    patched whole or left alone with a warning (``_switch_on_one``). Already on: no change."""
     if isinstance(sdks, str):
         raise TypeError(f"sdks takes a list of SDK names, not the string {sdks!r}")
     if sdks is None:
@@ -93,19 +112,62 @@ def switch_on(
                 f"it knows {', '.join(sorted(supports))}"
             )
     with _lock:
-        todo = [name for name in wanted if name not in _state.on]
-        refusals = [reason for name in todo if (reason := supports[name].refusal())]
-        if refusals:
-            raise RuntimeError("; ".join(refusals))
-        for name in todo:
-            integration = supports[name]
-            changes: list[Undoable] = [
-                _patch(method, instrument, is_instrumented) for method in integration.methods
-            ]
-            creation = integration.creation_hook()
-            if creation is not None:
-                changes.append(creation.hook(partial(_adopt, name, instrument)))
-            _state.on[name] = changes
+        for name in wanted:
+            if name not in _state.on:
+                _switch_on_one(supports[name], instrument, is_instrumented, named=sdks is not None)
+
+
+def _switch_on_one(
+    integration: Integration,
+    instrument: Callable[[Any], Any],
+    is_instrumented: Callable[[Any], bool],
+    *,
+    named: bool,
+) -> None:
+    """Patch one library whole, or leave it alone with a warning: not installed (when it was
+    ``named``), a release outside the tested ranges, a declared method its classes lack, or
+    anything raised while importing or patching it (what was patched by then is undone)."""
+    name = integration.name
+    _state.failed.pop(name, None)
+    version = integration.installed_version()
+    if version is None:
+        if named:
+            _skipped.not_installed(integration)
+        return
+    if not integration.tests(version):
+        _skipped.untested(integration, version)
+        return
+    missing = integration.missing_methods()
+    if missing:
+        _state.failed[name] = _skipped.not_patched(
+            integration, version, f"{', '.join(missing)} not found"
+        )
+        return
+    changes: list[Undoable] = []
+    try:
+        for method in integration.methods:
+            changes.append(_patch(method, instrument, is_instrumented))
+        creation = integration.creation_hook()
+        if creation is not None:
+            changes.append(creation.hook(partial(_adopt, name, instrument)))
+            failure = getattr(changes[-1], "failure", None)  # an in-process library, imported
+            if isinstance(failure, str):
+                raise _NotPatched(failure)
+    except Exception as exc:
+        for change in reversed(changes):
+            try:
+                change.undo()
+            except Exception as undoing:
+                logged(undoing)
+        what = str(exc) if isinstance(exc, _NotPatched) else type(exc).__name__
+        _state.failed[name] = _skipped.not_patched(integration, version, what)
+        return
+    _state.on[name] = changes
+
+
+class _NotPatched(Exception):
+    """A creation hook ran, but the library's classes could not be patched (the type of what
+    was raised)."""
 
 
 def switch_off(uninstrument: Callable[[Any], Any]) -> None:
@@ -120,6 +182,7 @@ def switch_off(uninstrument: Callable[[Any], Any]) -> None:
             vars(instance).pop(_TAKEN, None)
         _state.taken = weakref.WeakSet()
         _state.names.clear()
+        _state.failed.clear()
     for client in adopted:
         try:
             uninstrument(client)

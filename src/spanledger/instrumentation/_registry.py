@@ -17,7 +17,7 @@ from spanledger import _forksafe
 from spanledger.capture.declaration import Integration
 from spanledger.capture.installation import Installation, run_released
 from spanledger.capture.vendors import checked_vendors
-from spanledger.instrumentation import _everywhere
+from spanledger.instrumentation import _everywhere, _skipped
 from spanledger.instrumentation._http_everywhere import (
     http_switched_on,
     switch_http_off,
@@ -61,7 +61,10 @@ def instrument(
     ``ollama.Client`` / ``AsyncClient`` and ``vertexai`` ``TextEmbeddingModel``; and models
     that run in this process: ``sentence_transformers`` ``SentenceTransformer`` /
     ``CrossEncoder`` and ``flashrank`` ``Ranker``.
-    Instrumenting a client twice changes nothing.
+    Instrumenting a client twice changes nothing. A client of a release outside the tested
+    versions is recorded, with one warning, when it has the shape spanledger knows, and
+    refused with a ``TypeError`` naming the release and the tested versions (the client left
+    untouched) when it has not.
 
     With no client, the process-wide switch: every client of the named SDKs (``"openai"``,
     ``"cohere"``, ``"voyageai"``, ``"botocore"``, ``"google.genai"``, ``"mistralai"``,
@@ -69,8 +72,10 @@ def instrument(
     of them that is installed, imported now, except the in-process libraries, which are
     patched when the program imports them)
     records, clients made before the switch and after it (Bedrock: clients made after it).
-    An SDK version the tests do not cover is refused with a ``RuntimeError`` naming it and
-    the range, before anything changes.
+    A library the switch cannot take (a release outside the versions the tests cover, a
+    class that lacks what it patches, an import that fails) is left unpatched with one
+    warning per process, and the rest is switched on: nothing is raised over a library's
+    version. ``sdk_status()`` says where each library stands.
     ``uninstrument()`` with no client switches it off. Both modes together record a call once.
 
     ``http=True`` also records the vendors' embedding and rerank requests that other code sends
@@ -94,15 +99,39 @@ def instrument(
         run_released()
         if is_instrumented(client):
             return client
-        installer = _integration(client).installer()
+        integration = _integration(client)
+        version = integration.installed_version()
+        if version is not None and not integration.tests(version):
+            _install_untested(client, integration, version)
+            return client
         installation = Installation(client, instrument, uninstrument)
         try:
-            installer.install(client, installation)
+            integration.installer().install(client, installation)
         except BaseException:
             installation.undo()
             raise
         vars(client)[_RECORD] = installation
     return client
+
+
+def _install_untested(client: Any, integration: Integration, version: str) -> None:
+    """Record a client of a release the tests do not cover when it has the shape spanledger
+    knows (every declared method found, and the integration installs on it), with one
+    warning; otherwise refuse it with a ``TypeError``, the client untouched."""
+    refusal = _skipped.refused_client(integration, version, type(client).__qualname__)
+    if integration.missing_methods():
+        raise TypeError(refusal)
+    installation = Installation(client, instrument, uninstrument)
+    try:
+        integration.installer().install(client, installation)
+    except Exception as exc:
+        installation.undo()
+        raise TypeError(refusal) from exc
+    except BaseException:
+        installation.undo()
+        raise
+    vars(client)[_RECORD] = installation
+    _skipped.untested(integration, version)
 
 
 @overload

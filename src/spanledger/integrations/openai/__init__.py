@@ -19,7 +19,7 @@ def _client_of(resource: Any) -> Any:
 INTEGRATION = Integration(
     name="openai",
     distribution="openai",
-    tested=(((3, 57), (4,)),),
+    tested=(((2, 52), (3,)), ((3, 57), (4,))),
     accepts="openai.OpenAI/AsyncOpenAI (Azure's too)",
     installs=f"{__name__}.client",
     methods=(
