@@ -73,19 +73,29 @@ def test_bm25_past_its_own_timeout_lets_the_chain_move_on(large: list[str]) -> N
     assert outcome.answered_by == 1
 
 
-class _Blind(BM25Step):
-    """BM25 that never looks at the clock, as inside the library's own long stretches."""
+class _OneLongStretch(BM25Step):
+    """BM25 whose work is one stretch that never looks at the clock, as inside the library;
+    here a wait that ends with the test, so nothing is left spending a core afterwards."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__()
+        self.release = release
 
     def rank(
         self, query: str, documents: Sequence[str], top_k: int | None, timeout: float | None
     ) -> StepRanking:
-        return super().rank(query, documents, top_k, None)
+        self.release.wait(5)
+        return StepRanking(ranked_by_scores([0.0] * len(documents), top_k))
 
 
 def test_bm25_that_never_looks_at_the_clock_still_ends_at_the_deadline(large: list[str]) -> None:
     """The chain stops waiting for it: the bound is the caller's, not the step's."""
-    blind = _Blind()
-    outcome, elapsed = _timed(lambda: with_fallback([blind], QUERY, large[:4000], deadline=0.2))
+    release = threading.Event()
+    stretch = _OneLongStretch(release)
+    try:
+        outcome, elapsed = _timed(lambda: with_fallback([stretch], QUERY, large, deadline=0.2))
+    finally:
+        release.set()
     assert elapsed < 0.2 + SLACK, f"the chain took {elapsed:.2f} s with a 0.2 s deadline"
     assert [a.status for a in outcome.attempts] == ["timeout"]
 
