@@ -94,6 +94,7 @@ from spanledger.testing.bedrock import (
     bedrock_rerank,
     bedrock_titan_embeddings,
 )
+from spanledger.testing.chat import openai_chat_completions
 from spanledger.testing.cohere import (
     cohere_embeddings,
     cohere_rerank,
@@ -146,6 +147,7 @@ __all__ = [
     "ollama_embed",
     "ollama_embeddings",
     "ollama_openai_embeddings",
+    "openai_chat_completions",
     "openai_embeddings",
     "standin_vector",
     "tei_embeddings",

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from spanledger.testing import (
     azure,
     bedrock,
+    chat,
     cohere,
     google,
     jina,
@@ -36,5 +37,6 @@ BUILT_IN_ROUTES: tuple[Callable[[], Route], ...] = (
     *azure.ROUTES,
     *mistral.ROUTES,
     *ollama.ROUTES,
+    *chat.ROUTES,
 )
 """Every built-in route function; ``StandIn.reset`` mounts what each builds."""
