@@ -83,16 +83,20 @@ class Integration:
     """Its distribution on the package index, whose installed version is checked."""
     tested: tuple[Versions, ...]
     """The version ranges the tests cover."""
-    accepts: str
-    """What ``instrument(client)`` takes, as a user names it (for error messages)."""
-    installs: str
-    """The module whose ``install(client, installation)`` instruments one client."""
+    accepts: str = ""
+    """What ``instrument(client)`` takes, as a user names it (for error messages); empty for a
+    library recorded only by the switch (a framework whose runs it hears)."""
+    installs: str | None = None
+    """The module whose ``install(client, installation)`` instruments one client (``None``:
+    ``instrument(client)`` takes nothing of this library)."""
     methods: tuple[ClassMethod, ...] = ()
     """The methods the switch replaces on the library's classes."""
     creation: str | None = None
     """The module whose ``hook(adopt)`` catches objects as the library makes them."""
 
     def installer(self) -> InstallModule:
+        if self.installs is None:
+            raise TypeError(f"spanledger.instrument takes no {self.name} object: switch it on")
         found: InstallModule = importlib.import_module(self.installs)
         return found
 

@@ -169,9 +169,9 @@ def _integration(client: object) -> Integration:
     """The integration of the library whose class ``client`` is (or derives from)."""
     for klass in type(client).__mro__:
         for integration in _BY_PREFIX:
-            if integration.covers(klass.__module__):
+            if integration.installs is not None and integration.covers(klass.__module__):
                 return integration
-    accepted = [integration.accepts for integration in INTEGRATIONS]
+    accepted = [integration.accepts for integration in INTEGRATIONS if integration.installs]
     raise TypeError(
         f"spanledger.instrument supports {', '.join(accepted[:-1])} and {accepted[-1]}, "
         f"not {type(client).__qualname__}"
