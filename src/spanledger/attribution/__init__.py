@@ -3,6 +3,7 @@ what the providers billed for that request; and the request scope that gathers b
 
 from spanledger.attribution.bill import RequestReport
 from spanledger.attribution.citations import DEFAULT_CITATION, find_labels, label_map
+from spanledger.attribution.context import Caps, ContextCapture, ModelCall, Passage
 from spanledger.attribution.frames import (
     FrameId,
     ProviderUsage,
@@ -10,17 +11,36 @@ from spanledger.attribution.frames import (
     UsageReport,
     token_cost,
 )
-from spanledger.attribution.scope import RequestScope, carry, current_request, request
+from spanledger.attribution.scope import (
+    OpenRequest,
+    RequestScope,
+    carry,
+    current_request,
+    open_request,
+    request,
+)
 from spanledger.attribution.tracker import FrameLike, FrameTracker
-from spanledger.attribution.uses import AttributionReport, ContextUse, Problem, ProblemKind
+from spanledger.attribution.uses import (
+    AttributionReport,
+    ContextUse,
+    Evidence,
+    Problem,
+    ProblemKind,
+)
 
 __all__ = [
     "DEFAULT_CITATION",
     "AttributionReport",
+    "Caps",
+    "ContextCapture",
     "ContextUse",
+    "Evidence",
     "FrameId",
     "FrameLike",
     "FrameTracker",
+    "ModelCall",
+    "OpenRequest",
+    "Passage",
     "Problem",
     "ProblemKind",
     "ProviderUsage",
@@ -32,6 +52,7 @@ __all__ = [
     "current_request",
     "find_labels",
     "label_map",
+    "open_request",
     "request",
     "token_cost",
 ]
