@@ -2,8 +2,9 @@
 
 Whatever goes wrong, the command ends with one line on standard error and a non-zero status,
 never a traceback: a setting or file spanledger cannot use is named with its problem (status
-1), and anything unexpected is named by its type only (status 1; its message could quote a
-file's content). ``prices check`` reports an invalid table on standard output, as its answer.
+1), an extra that is not installed is named with the command that installs it (status 1), and
+anything unexpected is named by its type only (status 1; its message could quote a file's
+content). ``prices check`` reports an invalid table on standard output, as its answer.
 """
 
 from __future__ import annotations
@@ -114,6 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"error: {_describe_os_error(error)}")
     except KeyboardInterrupt:
         return _fail("interrupted", status=130)
+    except ImportError as error:  # not spanledger's own sentence: an install that lacks a part
+        missing = error.name or "a module it needs"
+        return _fail(
+            f"error: 'spanledger {args.command}' could not import {missing}: reinstall spanledger "
+            "with the extras this command needs, e.g. pip install 'spanledger[all]'"
+        )
     except Exception as error:  # the last line of defence: one line, never a traceback
         return _fail(
             f"error: unexpected {type(error).__name__} in 'spanledger {args.command}' "

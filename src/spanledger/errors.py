@@ -21,6 +21,7 @@ __all__ = [
     "ConfigurationError",
     "ErrorCategory",
     "Fingerprint",
+    "MissingExtra",
     "ProviderError",
     "category_for_status",
     "error_for_status",
@@ -33,6 +34,16 @@ class ConfigurationError(ValueError):
     """A setting spanledger cannot use: the message is one sentence naming the environment
     variable or file, the entry and the field, and what was expected. Never a traceback of
     spanledger's internals, never a secret's value."""
+
+
+class MissingExtra(ImportError, ConfigurationError):
+    """An optional part of spanledger is not installed: the message is one sentence naming the
+    extra that brings it (``pip install 'spanledger[otel]'``). It is an ``ImportError`` (a module
+    is missing) and a ``ConfigurationError`` (what asked for it cannot be used as set up)."""
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra
 
 
 class ErrorCategory(StrEnum):

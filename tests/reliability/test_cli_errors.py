@@ -205,3 +205,59 @@ def test_demo_with_a_directory_for_its_log_names_the_option(tmp_path: Path) -> N
         f"error: --events names {str(tmp_path)!r}, which is a directory, not a file "
         "to append events to\n"
     )
+
+
+WITHOUT_OTEL_SDK = textwrap.dedent(
+    """
+    import sys
+    sys.modules["opentelemetry.sdk.resources"] = None  # as in an install without the extra
+    sys.modules["prometheus_client"] = None
+    from spanledger.cli import main
+    raise SystemExit(main(sys.argv[1:]))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "extra"),
+    [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9", "otel"),
+        ("SPANLEDGER_PROMETHEUS_PORT", "9", "prometheus"),
+    ],
+)
+def test_a_missing_extra_is_the_librarys_own_sentence_never_a_bug(
+    tmp_path: Path, variable: str, value: str, extra: str
+) -> None:
+    env = clean_environment(**{variable: value})
+    events = tmp_path / "events.jsonl"
+
+    line = assert_one_line_failure(
+        spanledger_cli("demo", "--events", str(events), env=env, script=WITHOUT_OTEL_SDK),
+        "stderr",
+    )
+
+    assert line.startswith(f"error: install spanledger[{extra}] to use this exporter")
+    assert f"pip install 'spanledger[{extra}]'" in line
+    assert "bug" not in line
+
+
+def test_a_module_an_install_lacks_is_named_never_called_a_bug() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        import spanledger.reporting
+        from spanledger.cli import main
+
+        def broken(*args, **kwargs):
+            raise ModuleNotFoundError("No module named 'duckdb'", name="duckdb")
+
+        spanledger.reporting.log_files = broken
+        raise SystemExit(main(sys.argv[1:]))
+        """
+    )
+    log = REPO_ROOT / "pyproject.toml"
+
+    line = assert_one_line_failure(spanledger_cli("report", str(log), script=script), "stderr")
+
+    assert line.startswith("error: 'spanledger report' could not import duckdb")
+    assert "bug" not in line

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from spanledger.chains._bounded import arun_in_thread
 from spanledger.chains._contract import InvalidAnswer, score_of
+from spanledger.errors import MissingExtra
 from spanledger.events import RerankResponse, RerankUsage, ScoredDocument, trusted_builder_of
 from spanledger.outcomes import FallbackAttempt, StepKind
 from spanledger.providers import RerankProvider
@@ -274,8 +275,8 @@ class BM25Step(RerankStep):
         try:
             from rank_bm25 import BM25Okapi
         except ImportError as missing:
-            raise ImportError(
-                "BM25Step needs rank-bm25: pip install 'spanledger[bm25]'"
+            raise MissingExtra(
+                "BM25Step needs rank-bm25: pip install 'spanledger[bm25]'", extra="bm25"
             ) from missing
         super().__init__("rank_bm25", "bm25okapi", gate=gate, timeout=timeout)
         self._okapi = BM25Okapi

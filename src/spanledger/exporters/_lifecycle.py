@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from spanledger._logs import get_logger
+from spanledger.errors import MissingExtra
 
 __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT",
@@ -40,8 +41,13 @@ class Closable(Protocol):
     def shutdown(self, deadline: float) -> None: ...
 
 
-def missing_extra(extra: str, error: ImportError) -> ImportError:
-    return ImportError(f"install spanledger[{extra}] to use this exporter ({error.name} missing)")
+def missing_extra(extra: str, error: ImportError) -> MissingExtra:
+    """The sentence for an exporter whose SDK is not installed."""
+    return MissingExtra(
+        f"install spanledger[{extra}] to use this exporter ({error.name} missing): "
+        f"pip install 'spanledger[{extra}]'",
+        extra=extra,
+    )
 
 
 def call_within(action: Callable[[], object], timeout: float, *, name: str) -> bool:
