@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pkgutil
+import html
 import re
 import subprocess
 import sys
@@ -148,6 +149,9 @@ def test_the_reference_renders_the_public_names_with_their_docstrings(build: Bui
         assert f'id="spanledger.chains.{name}"' in chains, name
     integrations = built_page(build.site, "reference/spanledger.integrations.md").read_text()
     assert 'id="spanledger.integrations.openai"' in integrations
+    attribution = built_page(build.site, "reference/spanledger.attribution.md").read_text()
+    heading = attribution.split('id="spanledger.attribution.DEFAULT_CITATION"', 1)[1][:2000]
+    assert "\\\\" not in html.unescape(heading)  # a pattern shown as written, no doubled \\
     top = built_page(build.site, "reference/spanledger.md").read_text()
     import spanledger
 

@@ -115,7 +115,7 @@ def run_prices_check(table_path: Path, *, stale_days: int, out: TextIO) -> int:
     except PriceTableError as error:
         out.write(f"invalid: {error}\n")
         return 1
-    out.write(f"{table_path}: {len(table.entries)} entries, valid\n")
+    out.write(f"{table_path}: {_entries(len(table.entries))}, valid\n")
     for first, second in table.overlapping_patterns():
         out.write(
             f"overlap: {first.label} and {second.label} can match the same model "
@@ -147,7 +147,7 @@ def run_prices_import(output: Path | None, *, out: TextIO, err: TextIO) -> int:
         per_provider[entry.provider] = per_provider.get(entry.provider, 0) + 1
     counts = ", ".join(f"{name} {count}" for name, count in sorted(per_provider.items()))
     where = f" to {output}" if output is not None else ""
-    err.write(f"wrote {len(imported.entries)} entries ({counts}) from {imported.source}{where}\n")
+    err.write(f"wrote {_entries(len(imported.entries))} ({counts}) from {imported.source}{where}\n")
     unknown = imported.unknown_providers
     if unknown:
         total = sum(unknown.values())
@@ -162,3 +162,8 @@ def run_prices_import(output: Path | None, *, out: TextIO, err: TextIO) -> int:
             f"{reason}: {', '.join(labels)}\n"
         )
     return 0
+
+
+def _entries(count: int) -> str:
+    """``1 entry``, ``2 entries``."""
+    return f"{count} {'entry' if count == 1 else 'entries'}"

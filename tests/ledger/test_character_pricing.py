@@ -90,7 +90,7 @@ def test_prices_check_knows_the_rate(tmp_path: Path, capsys: pytest.CaptureFixtu
     bad = tmp_path / "bad.toml"
     bad.write_text(good.read_text().replace('"0.000025"', '"-0.000025"'))
     assert main(["prices", "check", str(good)]) == 0
-    assert "1 entries, valid" in capsys.readouterr().out
+    assert "1 entry, valid" in capsys.readouterr().out
     assert main(["prices", "check", str(bad)]) == 1
     assert "field 'input_per_kchar': a rate must not be negative" in capsys.readouterr().out
 

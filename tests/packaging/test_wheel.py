@@ -296,8 +296,8 @@ def test_the_metadata_says_what_the_project_is(dist: Dist) -> None:
     assert {"Typing :: Typed", "Operating System :: OS Independent"} <= classifiers
     assert {f"Programming Language :: Python :: {v}" for v in TESTED} <= classifiers
     assert any(c.startswith("Topic :: ") for c in classifiers)
-    urls = {u.split(",", 1)[0] for u in meta.get_all("Project-URL") or []}
-    assert {"Homepage", "Documentation", "Changelog", "Issues"} <= urls
+    # no project home yet: no address is better than a placeholder that leads nowhere
+    assert not [url for url in meta.get_all("Project-URL") or [] if ".example" in url]
     assert meta["Description-Content-Type"] == "text/markdown"
 
 

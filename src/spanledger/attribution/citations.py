@@ -9,7 +9,8 @@ from spanledger.attribution.frames import FrameId, ServedFrame
 
 __all__ = ["DEFAULT_CITATION", "find_labels", "label_map"]
 
-DEFAULT_CITATION = re.compile(r"\[([A-Za-z0-9][A-Za-z0-9_.:\-]{0,63})\]")
+_LABEL = "([A-Za-z0-9][A-Za-z0-9_.:-]{0,63})"
+DEFAULT_CITATION = re.compile(re.escape("[") + _LABEL + re.escape("]"))
 """A bracketed label of letters, digits and ``_.:-``: ``[1]``, ``[doc-3]``, ``[p:12]``."""
 
 
