@@ -9,10 +9,10 @@ extra, part of ``dev``). Without MkDocs the tests skip locally and fail under
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import os
 import pkgutil
-import html
 import re
 import subprocess
 import sys
