@@ -152,3 +152,29 @@ def test_a_request_whose_context_was_captured_reports_itself_when_it_closes() ->
     assert [record.request_id for record in records] == ["turn-auto"]
     assert records[0].cited_token_share == 1.0
     assert SENTINEL not in records[0].model_dump_json()
+
+
+def test_serving_by_hand_what_a_capture_served_counts_each_passage_once() -> None:
+    with spanledger.use(spanledger.Recorder([])), spanledger.request("both") as turn:
+        captured = turn.context.served([Passage(MOON, "m"), Passage(CLOCK, "c")], provider_id="fw")
+        by_hand = turn.serve([MOON, SUN], provider_id="kb", ids=["moon", "sun"])
+        turn.render(by_hand[:1])
+        report = turn.report(emit=False).attribution
+    assert by_hand[0].frame == captured[0]  # the same text is the frame the capture named
+    assert len(report.uses) == 3
+    assert report.problems() == []
+    assert report.rendered_frames() == 1
+
+
+def test_a_capture_after_serving_by_hand_names_the_hand_served_frames() -> None:
+    with spanledger.use(spanledger.Recorder([])), spanledger.request("both") as turn:
+        by_hand = turn.serve([MOON, CLOCK], provider_id="kb", ids=["moon", "clock"])
+        captured = turn.context.served([Passage(MOON), Passage(SUN)], provider_id="fw")
+        call = turn.context.prompted([f"[1] {MOON}", "Why?"])
+        turn.context.answered(call, "The moon [1].")
+        report = turn.report(emit=False).attribution
+    assert captured[0] == by_hand[0].frame
+    assert len(report.uses) == 3
+    assert report.problems() == []
+    [cited] = [use for use in report.uses if use.cited]
+    assert cited.frame == by_hand[0].frame

@@ -126,3 +126,22 @@ def test_a_copied_sentence_is_quoted_and_a_paraphrase_is_not(index: FrameIndex) 
     assert index.quoted(f"As the source says, {copied} [2].") == len(copied)
     assert index.quoted("Clocks chime hourly and tick each second [2].") == 0
     assert index.quoted(f"{copied}.", [frame(0)]) == 0  # only frames rendered to that call
+
+
+SHORT = "Deer carry ticks."  # shorter than the piece a longer frame line is looked up by
+
+
+@pytest.mark.parametrize("label", ["[2] ", "Document 2: ", "2. "])
+def test_a_short_passage_behind_its_label_on_one_line_is_rendered_and_labelled(
+    label: str,
+) -> None:
+    short = FrameText(FrameId.of("search", "s", SHORT), SHORT)
+    found = FrameIndex([*frames(), short]).match(f"[1] {MOON}\n{label}{SHORT}\n\nWhy?")
+    assert found.rendered_chars(short.frame) == len(SHORT)
+    assert found.labels == {"1": frame(0), "2": short.frame}
+
+
+def test_a_short_passage_ending_a_line_without_a_label_is_no_rendering() -> None:
+    short = FrameText(FrameId.of("search", "s", SHORT), SHORT)
+    found = FrameIndex([short]).match(f"We all know that {SHORT}\nWhy?")
+    assert short.frame not in found.spans

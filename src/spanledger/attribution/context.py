@@ -11,6 +11,7 @@ cut is counted and reported.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -89,8 +90,36 @@ class ContextCapture:
         self._renders: dict[FrameId, int] = {}
         self.quoted_tokens = 0
         self._cut = _Cut()
+        self._pending: list[tuple[list[Passage], list[Passage], str]] = []
+        self._by_hand = False
+        tracker.before_report(self.settle)
         self.captured = False
         """Whether anything was captured here (a framework or the wire fed it)."""
+
+    def reranked(
+        self, passages: Sequence[Passage], chosen: Sequence[Passage], *, provider_id: str
+    ) -> None:
+        """A rerank call of the request was given ``passages`` and returned ``chosen``: they
+        are served (the chosen selected) when the context is next read, unless the request's
+        frames are served by hand by then (the hand-written account is the request's)."""
+        with self._lock:
+            if not self._by_hand:
+                self._pending.append((list(passages), list(chosen), provider_id))
+
+    def served_by_hand(self) -> None:
+        """The request's code serves its frames itself: rerank calls serve nothing more."""
+        with self._lock:
+            self._by_hand = True
+            self._pending.clear()
+
+    def settle(self) -> None:
+        """Serve what the request's rerank calls were given and returned, in call order."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for passages, chosen, provider_id in pending:
+            self.served(passages, provider_id=provider_id, selected=False)
+            if chosen:
+                self.served(chosen, provider_id=provider_id, selected=True)
 
     def served(
         self,
@@ -103,6 +132,7 @@ class ContextCapture:
         is a frame named by its id there, else by its content digest. A passage already served
         (the same text) is the same frame; ``selected`` marks the selection a reranker or an
         outer retriever made from candidates served before."""
+        self.settle()
         frames: list[FrameId] = []
         fresh: list[tuple[Passage, str]] = []
         with self._lock:
@@ -124,6 +154,7 @@ class ContextCapture:
                 provider_id=provider_id,
                 ids=ids,
                 selected=selected,
+                captured=True,
             )
             with self._lock:
                 for (passage, digest), frame in zip(fresh, served, strict=True):
@@ -138,6 +169,7 @@ class ContextCapture:
     def frames_of(self, texts: Iterable[str]) -> list[FrameId]:
         """The frames served with exactly these texts (a copy a reranker made is the same
         frame), in order; texts no frame has are left out."""
+        self.settle()
         found: list[FrameId] = []
         with self._lock:
             for text in texts:
@@ -150,6 +182,7 @@ class ContextCapture:
         """A model call received a prompt made of ``parts`` (messages, a system prompt, the
         documents passed beside them): find the frames it rendered and the labels next to them.
         Returns the call, for its answer."""
+        self.settle()
         call = ModelCall()
         with self._lock:
             self.captured = True
@@ -206,7 +239,7 @@ class ContextCapture:
             frames = self._frames_named(texts)
             if frames:
                 self._tracker.cited_again(frames, evidence)
-        labelled = answer_labels(answer, call.match.labels)
+        labelled = answer_labels(answer, self._labels_for(call))
         if labelled.frames:
             self._tracker.cited_again(labelled.frames, Evidence.PROMPT_LABEL)
         if labelled.unknown:
@@ -221,6 +254,21 @@ class ContextCapture:
             if quoted:
                 with self._lock:
                     self.quoted_tokens += math.ceil(quoted / 4)
+
+    def _labels_for(self, call: ModelCall) -> dict[str, FrameId]:
+        """The labels an answer to ``call`` may cite: its own prompt's, over those the
+        request's earlier calls gave (a refine step carries the answer so far, whose labels
+        name frames an earlier call showed, as sources numbered across the calls do)."""
+        with self._lock:
+            if not self._calls or self._calls[0] is call:
+                return call.match.labels
+            labels: dict[str, FrameId] = {}
+            for earlier in self._calls:
+                if earlier is call:
+                    break
+                labels.update(earlier.match.labels)
+        labels.update(call.match.labels)
+        return labels
 
     def _frames_named(self, texts: Sequence[str]) -> list[FrameId]:
         """The frames the texts a provider or framework named are: the same text, else the
@@ -300,7 +348,7 @@ class ContextCapture:
 
 def _digest(text: str) -> str:
     """A text's content digest, as frame identities carry it."""
-    return FrameId.of("_", "_", text).content_digest or ""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _part_tokens(text: str, spans: Sequence[tuple[int, int]]) -> int:

@@ -119,6 +119,7 @@ class FrameIndex:
         for number, text in enumerate(self._texts):
             self._index_lines(number, text)
         self._places = len(set(self._lines.values()))
+        self._sentences: dict[frozenset[int], set[str]] = {}
 
     def _index_lines(self, number: int, text: str) -> None:
         """Each line of the frame by its text, as it stands in the frame and stripped."""
@@ -161,6 +162,8 @@ class FrameIndex:
                 key = _label_after(lines, seen.last[frame])
             if key is not None:
                 result.labels.setdefault(key, self.frames[frame].frame)
+        for frame, key in seen.later_labels(lines):
+            result.labels.setdefault(key, self.frames[frame].frame)
         for frame, ranges in seen.spans.items():
             result.spans[self.frames[frame].frame] = ranges
         return result
@@ -168,19 +171,26 @@ class FrameIndex:
     def _search_rest(self, lines: Sequence[str], missing: Iterable[_Place], seen: _Seen) -> None:
         """The frame lines not found as prompt lines: one standing behind a label or a field
         name at the end of a prompt line, or a piece of it (its start, or a sentence of it)
-        starting a prompt line. The prompt's line heads and tails are indexed in C."""
+        starting a prompt line, or its end (cut at any word) making a prompt line. The
+        prompt's line heads and tails are indexed in C."""
         count = len(lines)
         heads = dict(zip(map(_HEAD, map(str.lstrip, lines)), range(count), strict=True))
         tails = dict(zip(map(_TAIL, map(str.rstrip, lines)), range(count), strict=True))
+        short: dict[int, dict[str, int]] = {}
         for frame, start, stop in missing:
             text = self._texts[frame]
             line = text[start:stop]
+            if len(line) < _KEY:
+                self._search_short(lines, short, (frame, start, stop), seen)
+                continue
             number = tails.get(line[-_KEY:])
             if number is not None:
                 shown = lines[number].strip()
                 if shown.endswith(line):
                     seen.note(frame, (start, stop), number, _leading_label(shown[: -len(line)]))
                     continue
+                if line.endswith(shown):  # the rest of a line cut anywhere (a token split)
+                    seen.note(frame, (stop - len(shown), stop), number)
             for at in _sentence_starts(line):
                 number = heads.get(line[at : at + _KEY])
                 if number is None:
@@ -189,19 +199,51 @@ class FrameIndex:
                 if shared >= _KEY:
                     seen.note(frame, (start + at, start + at + shared), number)
 
+    def _search_short(
+        self,
+        lines: Sequence[str],
+        tails: dict[int, dict[str, int]],
+        place: _Place,
+        seen: _Seen,
+    ) -> None:
+        """A frame line shorter than a key, found only whole behind a label at the end of a
+        prompt line (``[2] Deer carry ticks.``): so short a text elsewhere in a line is no
+        evidence. The prompt's line tails of its length are indexed once per length."""
+        frame, start, stop = place
+        size = stop - start
+        if size not in tails:
+            ends = (line.rstrip()[-size:] for line in lines)
+            tails[size] = dict(zip(ends, range(len(lines)), strict=True))
+        number = tails[size].get(self._texts[frame][start:stop])
+        if number is None:
+            return
+        shown = lines[number].strip()
+        label = _leading_label(shown[:-size])
+        if label is not None:
+            seen.note(frame, (start, stop), number, label)
+
+    def _quotable(self, numbers: frozenset[int]) -> set[str]:
+        """The sentences of the frames numbered ``numbers``: split once per set of frames and
+        kept with the index (each answer of a request reads the frames its prompt showed)."""
+        sentences = self._sentences.get(numbers)
+        if sentences is None:
+            sentences = _sentences(" \n".join(self._texts[n] for n in sorted(numbers)))
+            self._sentences[numbers] = sentences
+        return sentences
+
     def quoted(self, answer: str, frames: Iterable[FrameId] | None = None) -> int:
         """How many characters of ``answer`` are sentences copied verbatim from a frame (of
         ``frames``, when given): sentences of at least 48 characters, a lead-in clause and
         citation brackets set aside. Copying a passage is not citing it; the figure is
         reported on its own."""
         if frames is None:
-            texts = self._texts
+            numbers = frozenset(range(len(self._texts)))
         else:
             wanted = set(frames)
-            texts = [item.text for item in self.frames if item.frame in wanted]
-        if not texts or len(answer) < _QUOTE:
+            numbers = frozenset(n for n, item in enumerate(self.frames) if item.frame in wanted)
+        if not numbers or len(answer) < _QUOTE:
             return 0
-        sentences = _sentences(" \n".join(texts))
+        sentences = self._quotable(numbers)
         if "[" in answer:
             answer = _ANSWER_BRACKETS.sub("", answer)
         total = 0
@@ -227,23 +269,48 @@ def _sentences(text: str) -> set[str]:
 @dataclass(slots=True)
 class _Seen:
     """What a prompt showed of each frame (by number): its pieces, the prompt lines it stands
-    on first and last, and a label leading its first line."""
+    on (first, last, every one) and the labels leading them."""
 
     spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     first: dict[int, int] = field(default_factory=dict)
     last: dict[int, int] = field(default_factory=dict)
     leading: dict[int, str] = field(default_factory=dict)
+    lines: dict[int, dict[int, str | None]] = field(default_factory=dict)
 
     def note(
         self, frame: int, span: tuple[int, int], number: int, label: str | None = None
     ) -> None:
         self.spans.setdefault(frame, []).append(span)
+        self.lines.setdefault(frame, {})[number] = label
         if self.first.get(frame, number + 1) > number:
             self.first[frame] = number
             if label:
                 self.leading[frame] = label
         if self.last.get(frame, -1) < number:
             self.last[frame] = number
+
+    def later_labels(self, lines: Sequence[str]) -> Iterator[tuple[int, str]]:
+        """The labels of a frame's later pieces, each standing apart from the piece before it
+        (a frame re-split into chunks labelled ``Source 3:`` and ``Source 4:``): ``(frame,
+        key)``. A line that continues the frame's previous line has no label of its own."""
+        for frame, shown in self.lines.items():
+            if len(shown) < 2:
+                continue
+            for number in sorted(shown)[1:]:
+                if _line_above(lines, number) in shown:
+                    continue
+                key = shown[number] or _label_before(lines, number)
+                if key is not None:
+                    yield frame, key
+
+
+def _line_above(lines: Sequence[str], number: int) -> int:
+    """The number of the nearest non-blank line above line ``number`` (``-1``: none)."""
+    for above in range(number - 1, -1, -1):
+        text = lines[above]
+        if text and not text.isspace():
+            return above
+    return -1
 
 
 def _leading_label(prefix: str) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from os import PathLike
 from typing import ParamSpec, TypeVar
@@ -20,8 +20,9 @@ from typing import ParamSpec, TypeVar
 from spanledger import _forksafe
 from spanledger.attribution.bill import RequestReport
 from spanledger.attribution.context import ContextCapture
-from spanledger.attribution.tracker import FrameTracker
-from spanledger.events import Event
+from spanledger.attribution.frames import ServedFrame
+from spanledger.attribution.tracker import FrameTracker, Ranked
+from spanledger.events import Event, ScoredDocument
 from spanledger.ledger import Pricer, PriceTable, as_pricer
 from spanledger.outcomes import RerankOutcome
 from spanledger.recorder import current_scope, enter_scope, exit_scope, get_recorder
@@ -47,12 +48,27 @@ class RequestScope:
         self.context = ContextCapture(self.frames)
         """What the request's model calls saw and cited, as integrations capture it."""
         self._reported = False
-        self.serve = self.frames.serve
         self.select = self.frames.select
         self.render = self.frames.render
         self.cite = self.frames.cite
         self.cite_from_text = self.frames.cite_from_text
         self.reject = self.frames.reject
+
+    def serve(
+        self,
+        source: Ranked | Sequence[ScoredDocument] | Sequence[str] | Sequence[object],
+        documents: Sequence[str] | None = None,
+        *,
+        provider_id: str,
+        ids: Sequence[str] | None = None,
+        selected: bool = True,
+    ) -> list[ServedFrame]:
+        """Serve frames by hand (``FrameTracker.serve``). A request served by hand is
+        attributed by hand: what its rerank calls were given is not served again."""
+        self.context.served_by_hand()
+        return self.frames.serve(
+            source, documents, provider_id=provider_id, ids=ids, selected=selected
+        )
 
     def report(
         self,
@@ -63,15 +79,19 @@ class RequestScope:
     ) -> RequestReport:
         """The request's attribution joined to its bill. Events already priced by the
         recorder keep their cost lines; ``prices`` prices the others. With ``emit`` the summary
-        goes to the current recorder's sinks (event log, span attributes, metrics, Langfuse)."""
+        goes to the current recorder's sinks (event log, span attributes, metrics, Langfuse).
+        The context the model calls read is priced at the input rates of the table of
+        ``prices``, else of the recorder's own."""
+        self.context.settle()
+        pricer = as_pricer(prices, warn=False) if prices is not None else None
         report = RequestReport.build(
             self.request_id,
             self.frames.report(budget_requested=budget_requested),
             self.events,
-            as_pricer(prices, warn=False) if prices is not None else None,
+            pricer,
             outcomes=self.outcomes,
-            quoted_tokens=self.context.quoted_tokens,
-            model_calls=len(self.context.calls()),
+            capture=self.context,
+            rates=_table_of(pricer if pricer is not None else get_recorder().ledger),
         )
         if emit:
             self._reported = True
@@ -81,6 +101,7 @@ class RequestScope:
     def closing(self) -> None:
         """The request ends: forget the texts captured for matching and, when its context was
         captured by itself (no ``report()`` was asked for), emit its report."""
+        self.context.settle()
         self.context.close()
         if self.context.captured and not self._reported:
             self.report()
@@ -109,6 +130,12 @@ class RequestScope:
 
     def __repr__(self) -> str:
         return f"RequestScope(request_id={self.request_id!r}, events={len(self._events)})"
+
+
+def _table_of(pricer: Pricer | None) -> PriceTable | None:
+    """The price table a pricer reads its rates from (a ``Ledger``'s), if it has one."""
+    table = getattr(pricer, "prices", None)
+    return table if isinstance(table, PriceTable) else None
 
 
 def current_request() -> RequestScope | None:

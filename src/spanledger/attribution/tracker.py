@@ -4,7 +4,7 @@ cited. A request scope owns one tracker; ``report()`` turns it into an ``Attribu
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol, cast
 
@@ -64,6 +64,13 @@ class FrameTracker:
         self._parts: dict[FrameId, int | None] = {}
         self._renders: dict[FrameId, int] = {}
         self._evidence: dict[FrameId, Evidence] = {}
+        self._before_report: Callable[[], None] | None = None
+        self._by_digest: tuple[dict[str, ServedFrame], dict[str, ServedFrame]] = ({}, {})
+        """Served frames by content digest: those the request's code served, those captured."""
+
+    def before_report(self, settle: Callable[[], None]) -> None:
+        """Run ``settle`` before each report (a capture serving what it holds back)."""
+        self._before_report = settle
 
     def serve(
         self,
@@ -73,13 +80,18 @@ class FrameTracker:
         provider_id: str,
         ids: Sequence[str] | None = None,
         selected: bool = True,
+        captured: bool = False,
     ) -> list[ServedFrame]:
         """Record frames a provider served: ranked results (a ``RerankResponse``, a fallback
         ``RerankOutcome`` or a list of ``ScoredDocument``, in rank order, content taken from
         ``documents[result.index]``), a plain list of passages, or the list a framework's
         retriever returned (LangChain ``Document``, LlamaIndex ``NodeWithScore``), which
         carries its own texts. Frame ids come from ``ids`` (by original position), else from
-        the framework items when every one has an id, else are the positions themselves."""
+        the framework items when every one has an id, else are the positions themselves.
+
+        ``captured`` frames come from a capture (a framework, the wire), the others from the
+        request's own code: a text one of them served already is the frame the other served,
+        so serving by hand what a framework served (or the reverse) counts it once."""
         results = _ranked(source)
         passages = framework_passages(source) if results is None else None
         if results is not None:
@@ -102,7 +114,15 @@ class FrameTracker:
         ]
         with self._lock:
             bucket = self._served.setdefault(provider_id, [])
-            for frame in frames:
+            own, other = self._by_digest[captured], self._by_digest[not captured]
+            for position, frame in enumerate(frames):
+                known = other.get(frame.frame.content_digest or "")
+                if known is not None:
+                    frames[position] = known
+                    flags = self._flags.setdefault(known.frame, [False, False, False])
+                    flags[_SELECTED] = flags[_SELECTED] or selected
+                    continue
+                own.setdefault(frame.frame.content_digest or "", frame)
                 if frame.frame in self._served_ids:
                     self._problems.append(
                         Problem(
@@ -259,6 +279,8 @@ class FrameTracker:
 
     def report(self, *, budget_requested: int | None = None) -> AttributionReport:
         """The attribution report: one use per frame seen, joined to what was served."""
+        if self._before_report is not None:
+            self._before_report()
         usage = self.usage(budget_requested=budget_requested)
         with self._lock:
             uses = [

@@ -37,7 +37,15 @@ from spanledger.wire.http import (
     undecodable_body,
 )
 
-__all__ = ["Watch", "asend_recorded", "might_be_vendor_call", "send_recorded", "watch_for"]
+__all__ = [
+    "Watch",
+    "asend_recorded",
+    "might_be_vendor_call",
+    "request_body",
+    "requests_headers",
+    "send_recorded",
+    "watch_for",
+]
 
 _sending: ContextVar[bool] = ContextVar("spanledger_http_recorded", default=False)
 """Set while a recorded request is sent: a transport under it passes the request through."""
@@ -140,10 +148,8 @@ class Watch:
 
     def settled_requests(self, response: Any, content: object) -> None:
         """Record a ``requests`` response whose body the caller reads as ``content``."""
-        headers = httpx.Headers(dict(response.headers))
-        if _decoded_by_requests(response):
-            headers.pop("content-encoding", None)
-        self.settled(response.status_code, headers, content if isinstance(content, bytes) else b"")
+        raw = content if isinstance(content, bytes) else b""
+        self.settled(response.status_code, requests_headers(response), raw)
 
     def settled(self, status: int, headers: httpx.Headers, raw: bytes) -> None:
         """Record the answer: ``raw`` is the body as sent, ``headers`` say how it is encoded."""
@@ -183,6 +189,15 @@ class Watch:
             logged(exc)
 
 
+def requests_headers(response: Any) -> httpx.Headers:
+    """A ``requests`` response's headers as they describe the body the caller reads: without
+    its ``Content-Encoding`` where requests already applied it."""
+    headers = httpx.Headers(dict(response.headers))
+    if _decoded_by_requests(response):
+        headers.pop("content-encoding", None)
+    return headers
+
+
 def _decoded_by_requests(response: Any) -> bool:
     """Whether a ``requests`` response's body is decoded by its content encoding: requests
     applies it reading through urllib3, and a body its maker set whole (no raw stream) was
@@ -197,7 +212,7 @@ def _watch(request: httpx.Request, vendors: Mapping[str, Vendor]) -> Watch | Non
     if not might_be_vendor_call(request.method, request.url.path):
         return None
     try:
-        return watch_for(request.url, lambda: _request_body(request), vendors)
+        return watch_for(request.url, lambda: request_body(request), vendors)
     except Exception:
         return None
 
@@ -233,7 +248,7 @@ def watch_for(
         return None
 
 
-def _request_body(request: httpx.Request) -> bytes:
+def request_body(request: httpx.Request) -> bytes:
     """The request's body. A client following a 307/308 resends the first request's body
     stream unread; an in-memory one can be read again, any other is not ours to consume."""
     try:

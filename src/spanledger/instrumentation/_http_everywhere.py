@@ -6,9 +6,11 @@ This reaches what no SDK switch can: a library that talks to a vendor with its o
 session (Jina through LangChain-community and LlamaIndex) or a fresh ``httpx.Client`` per call
 (Haystack's Jina components, LiteLLM's handlers). A request is looked at only when it is a POST
 to an embedding or rerank route, and recorded only when its URL and body are a vendor's (see
-``spanledger.capture.vendors``); every other request goes to the original method untouched. A
-request made inside a call already being recorded (an instrumented SDK, a recording transport)
-is passed through, so each call is recorded once.
+``spanledger.capture.vendors``); a POST to a chat route made inside an open request is read for
+the request's context and records nothing (``spanledger.capture.chat``; the SDKs' own clients
+included, since they send through these transports); every other request goes to the original
+method untouched. A request made inside a call already being recorded (an instrumented SDK, a
+recording transport) is passed through, so each call is recorded once.
 """
 
 from __future__ import annotations
@@ -20,9 +22,18 @@ from typing import Any
 import httpx
 
 from spanledger import _forksafe
+from spanledger.capture.chat import (
+    ChatRead,
+    asend_read,
+    chat_read_for,
+    might_be_chat_call,
+    reading,
+    send_read,
+)
 from spanledger.capture.http import (
     asend_recorded,
     might_be_vendor_call,
+    requests_headers,
     send_recorded,
     watch_for,
 )
@@ -95,9 +106,14 @@ def _httpx_sync(patch: ClassPatch) -> Any:
     def handle_request(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
         vendors = _vendors(patch)
         send: Callable[[httpx.Request], httpx.Response] = patch.beneath(self)
-        if vendors is None or not might_be_vendor_call(request.method, request.url.path):
+        if vendors is None:
             return send(request)
-        return send_recorded(send, request, vendors)
+        method, path = request.method, request.url.path
+        if might_be_vendor_call(method, path):
+            return send_recorded(send, request, vendors)
+        if might_be_chat_call(method, path):
+            return send_read(send, request)
+        return send(request)
 
     return handle_request
 
@@ -108,9 +124,14 @@ def _httpx_async(patch: ClassPatch) -> Any:
     ) -> httpx.Response:
         vendors = _vendors(patch)
         send: Callable[[httpx.Request], Awaitable[httpx.Response]] = patch.beneath(self)
-        if vendors is None or not might_be_vendor_call(request.method, request.url.path):
+        if vendors is None:
             return await send(request)
-        return await asend_recorded(send, request, vendors)
+        method, path = request.method, request.url.path
+        if might_be_vendor_call(method, path):
+            return await asend_recorded(send, request, vendors)
+        if might_be_chat_call(method, path):
+            return await asend_read(send, request)
+        return await send(request)
 
     return handle_async_request
 
@@ -122,7 +143,11 @@ def _httpx2_sync(patch: ClassPatch) -> Any:
     def handle_request(self: Any, request: Any) -> Any:
         vendors = _vendors(patch)
         send = patch.beneath(self)
-        if vendors is None or not might_be_vendor_call(request.method, request.url.path):
+        if vendors is None:
+            return send(request)
+        if might_be_chat_call(request.method, request.url.path):
+            return _httpx2_chat(send, request)
+        if not might_be_vendor_call(request.method, request.url.path):
             return send(request)
         watch = _httpx2_watch(request, vendors)
         if watch is None:
@@ -146,7 +171,11 @@ def _httpx2_async(patch: ClassPatch) -> Any:
     async def handle_async_request(self: Any, request: Any) -> Any:
         vendors = _vendors(patch)
         send = patch.beneath(self)
-        if vendors is None or not might_be_vendor_call(request.method, request.url.path):
+        if vendors is None:
+            return await send(request)
+        if might_be_chat_call(request.method, request.url.path):
+            return await _httpx2_achat(send, request)
+        if not might_be_vendor_call(request.method, request.url.path):
             return await send(request)
         watch = _httpx2_watch(request, vendors)
         if watch is None:
@@ -164,6 +193,84 @@ def _httpx2_async(patch: ClassPatch) -> Any:
         return _httpx2_answered(watch, response, raw, request)
 
     return handle_async_request
+
+
+def _httpx2_chat(send: Callable[[Any], Any], request: Any) -> Any:
+    """httpx2's chat call read for the open request's context, as ``send_read`` reads
+    httpx's."""
+    read = _httpx2_read(request)
+    if read is None:
+        return send(request)
+    with reading():
+        response = send(request)
+        if not read.arrived(response.status_code, response.headers.get("content-type")):
+            return response
+        body = _httpx2_already_read(response)
+        if body is not None:
+            read.answered_read(body)
+            return response
+        stream = response.stream
+        try:
+            raw = b"".join(stream)
+        finally:
+            stream.close()
+    return _httpx2_read_answer(read, response, raw, request)
+
+
+async def _httpx2_achat(send: Callable[[Any], Awaitable[Any]], request: Any) -> Any:
+    """The coroutine twin of ``_httpx2_chat``."""
+    read = _httpx2_read(request)
+    if read is None:
+        return await send(request)
+    with reading():
+        response = await send(request)
+        if not read.arrived(response.status_code, response.headers.get("content-type")):
+            return response
+        body = _httpx2_already_read(response)
+        if body is not None:
+            read.answered_read(body)
+            return response
+        stream = response.stream
+        try:
+            raw = b"".join([chunk async for chunk in stream])
+        finally:
+            await stream.aclose()
+    return _httpx2_read_answer(read, response, raw, request)
+
+
+def _httpx2_read(request: Any) -> ChatRead | None:
+    try:
+        url = httpx.URL(str(request.url))
+    except Exception as exc:
+        logged(exc)
+        return None
+    return chat_read_for(url, lambda: _httpx2_body(request))
+
+
+def _httpx2_already_read(response: Any) -> bytes | None:
+    """The body of an httpx2 response its maker already read, else ``None``."""
+    import httpx2
+
+    try:
+        content: bytes = response.content
+        return content
+    except httpx2.ResponseNotRead:
+        return None
+
+
+def _httpx2_read_answer(read: ChatRead, response: Any, raw: bytes, request: Any) -> Any:
+    """Read the whole answer; hand the caller an httpx2 response of the same status, headers
+    and raw bytes."""
+    import httpx2
+
+    read.answered(response.status_code, httpx.Headers(response.headers.multi_items()), raw)
+    return httpx2.Response(
+        response.status_code,
+        headers=response.headers,
+        stream=httpx2.ByteStream(raw),
+        extensions=response.extensions,
+        request=request,
+    )
 
 
 def _httpx2_watch(request: Any, vendors: Mapping[str, Vendor]) -> Any:
@@ -208,9 +315,12 @@ def _requests_send(patch: ClassPatch) -> Any:
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         vendors = _vendors(patch)
         original = patch.beneath(self)
-        if vendors is None or not might_be_vendor_call(
-            request.method, request.url.partition("?")[0]
-        ):
+        if vendors is None:
+            return original(request, *args, **kwargs)
+        address = request.url.partition("?")[0]
+        if might_be_chat_call(request.method, address):
+            return _requests_chat(original, request, args, kwargs)
+        if not might_be_vendor_call(request.method, address):
             return original(request, *args, **kwargs)
         try:
             watch = watch_for(httpx.URL(request.url), lambda: _body(request), vendors)
@@ -229,6 +339,35 @@ def _requests_send(patch: ClassPatch) -> Any:
         return response
 
     return send
+
+
+def _requests_chat(
+    original: Callable[..., Any], request: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """A ``requests`` chat call read for the open request's context; a streamed one (the
+    caller's ``stream=True``, or a stream the server sends) is left unread."""
+    try:
+        read = chat_read_for(httpx.URL(request.url), lambda: _body(request))
+    except Exception as exc:
+        logged(exc)
+        read = None
+    if read is None:
+        return original(request, *args, **kwargs)
+    with reading():
+        response = original(request, *args, **kwargs)
+        streamed = bool(kwargs.get("stream", args[0] if args else False))
+        if not read.arrived(
+            response.status_code, response.headers.get("content-type"), streamed=streamed
+        ):
+            return response
+        raw = response.content  # read once; the caller reads the same bytes from it
+    try:
+        headers = requests_headers(response)
+    except Exception as exc:
+        logged(exc)
+        return response
+    read.answered(response.status_code, headers, raw if isinstance(raw, bytes) else b"")
+    return response
 
 
 def _body(request: Any) -> bytes | str:

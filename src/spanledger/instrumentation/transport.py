@@ -6,10 +6,12 @@ client = httpx.Client(transport=spanledger.instrumentation.transport())
 
 Each POST to a recognised endpoint (``spanledger.capture.vendors``) is one event: the
 request's JSON gives the model and the input counts, and the response body gives the figures by
-the same vendor rules as ``spanledger.providers``. Everything else passes through untouched. A
-recognised response is read whole before it is handed on, as a fresh response with the same
-status, headers and raw bytes, so the caller reads it exactly as before; a streamed read of such
-a response gets the bytes in one piece.
+the same vendor rules as ``spanledger.providers``. A chat request made inside an open request is
+read for the request's context (what its prompt rendered, what its answer cited;
+``spanledger.capture.chat``) and records no event. Everything else passes through untouched. A
+response read is read whole before it is handed on, as a fresh response with the same status,
+headers and raw bytes, so the caller reads it exactly as before; a streamed read of such a
+response gets the bytes in one piece (a streamed chat answer is left unread).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 
 import httpx
 
+from spanledger.capture.chat import asend_read, might_be_chat_call, send_read
 from spanledger.capture.http import asend_recorded, send_recorded
 from spanledger.capture.vendors import checked_vendors
 
@@ -34,7 +37,10 @@ class RecordingTransport(httpx.BaseTransport):
         self._vendors = checked_vendors(vendors)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """Send through the wrapped transport; a vendor's embedding or rerank call is recorded."""
+        """Send through the wrapped transport; a vendor's embedding or rerank call is recorded,
+        a chat call inside an open request is read for its context."""
+        if might_be_chat_call(request.method, request.url.path):
+            return send_read(self._inner.handle_request, request)
         return send_recorded(self._inner.handle_request, request, self._vendors)
 
     def close(self) -> None:
@@ -55,7 +61,10 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         self._vendors = checked_vendors(vendors)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send through the wrapped transport; a vendor's embedding or rerank call is recorded."""
+        """Send through the wrapped transport; a vendor's embedding or rerank call is recorded,
+        a chat call inside an open request is read for its context."""
+        if might_be_chat_call(request.method, request.url.path):
+            return await asend_read(self._inner.handle_async_request, request)
         return await asend_recorded(self._inner.handle_async_request, request, self._vendors)
 
     async def aclose(self) -> None:

@@ -21,6 +21,7 @@ from time import perf_counter
 from typing import Any
 
 from spanledger._logs import get_logger
+from spanledger.attribution.scope import RequestScope
 from spanledger.errors import ErrorCategory, ProviderError
 from spanledger.estimates import (
     estimate_embedding_usage,
@@ -41,6 +42,7 @@ from spanledger.events import (
 )
 from spanledger.recorder import Recorder, current_scope
 from spanledger.recording.facts import EmbedFacts, Figures, RerankFacts, texts_only
+from spanledger.recording.served import serve_reranked
 
 __all__ = ["UNRECORDABLE", "Recording", "ended_by", "logged"]
 
@@ -93,6 +95,7 @@ class Recording:
     __slots__ = (
         "_done",
         "_held",
+        "_scope",
         "_t0",
         "attempt",
         "call_id",
@@ -110,6 +113,7 @@ class Recording:
         self._held: tuple[Build, object, dict[str, Any]] | None = None
         scope = current_scope()
         self.request_id = scope.request_id if scope is not None else None
+        self._scope = scope if isinstance(scope, RequestScope) else None
         self.restart()
 
     def restart(self) -> None:
@@ -129,8 +133,16 @@ class Recording:
             self.release(retried=True)
 
     def succeeded(self, figures: Figures) -> None:
-        """End the attempt with what the response reported."""
+        """End the attempt with what the response reported; a rerank inside an open request
+        serves its documents to the request's context and selects its results."""
+        if self._done:
+            return
         self._finish(self._success, figures)
+        if self._scope is not None and type(self.facts) is RerankFacts:
+            try:
+                serve_reranked(self._scope, self.facts, figures)
+            except Exception as exc:
+                _log_failure("context_capture_failed", exc)
 
     def failed(
         self,

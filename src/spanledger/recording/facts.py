@@ -103,6 +103,9 @@ class Figures:
     malformed_usage: tuple[UsageFigure, ...] = ()
     usage_source: UsageSource | None = None
     """Who counted ``usage`` (``tokenizer``: an in-process model's own tokenizer)."""
+    positions: tuple[int, ...] | None = None
+    """The positions in the request's documents of the results the caller keeps, where a
+    request's context needs them and ``results`` are not built; never on the event."""
 
 
 def given(value: object) -> bool:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from spanledger.attribution.scope import current_request
 from spanledger.errors import ErrorCategory, Fingerprint, ProviderError
+from spanledger.events import ScoredDocument
 from spanledger.recording.facts import EmbedFacts, Figures, RerankFacts
 from spanledger.wire.endpoints import Endpoint
 from spanledger.wire.read import read_embeddings, read_rerank
 
-__all__ = ["answered_badly", "reported", "unreadable_response"]
+__all__ = ["answered_badly", "kept_positions", "reported", "unreadable_response"]
 
 
 def unreadable_response() -> ProviderError:
@@ -51,12 +53,13 @@ def reported(
             dimensions=part.dimensions,
             malformed_usage=part.malformed_usage,
         )
+    served = facts.documents is not None and current_request() is not None
     rerank = read_rerank(
         endpoint,
         payload,
         facts.document_count or None,
         facts.top_k,
-        keep_results=False,
+        keep_results=served,
         ids=facts.document_ids,
     )
     count = rerank.count
@@ -68,7 +71,14 @@ def reported(
         response_model=rerank.model,
         result_count=count,
         malformed_usage=rerank.malformed_usage,
+        positions=kept_positions(rerank.results, count) if served else None,
     )
+
+
+def kept_positions(results: list[ScoredDocument], count: int) -> tuple[int, ...]:
+    """The document positions of the ``count`` best results (the caller keeps those)."""
+    ranked = sorted(results, key=lambda result: -result.relevance_score)
+    return tuple(result.index for result in ranked[:count])
 
 
 def answered_badly(error: ProviderError, status: int | None, body: bytes | None) -> ProviderError:

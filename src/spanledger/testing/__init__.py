@@ -4,7 +4,12 @@
 of AWS Bedrock, the Gemini API, Vertex AI (regional, global and express mode), Azure OpenAI,
 Mistral and Ollama, on 127.0.0.1, so
 code that calls them (through ``spanledger.providers``, a vendor SDK or plain HTTP) runs in a
-test with no network and no keys, and the events spanledger recorded can be asserted on. It is
+test with no network and no keys, and the events spanledger recorded can be asserted on. It
+answers chat too, with scripted answers that cite or do not, so a whole retrieval-augmented
+turn runs offline: OpenAI's chat completions and Responses (``openai_chat_completions``,
+``openai_responses``), Anthropic's Messages (``anthropic_messages``, citing the documents
+passed with citations enabled by ``document_index``) and Cohere's chat (``cohere_chat``,
+citing documents by id). It is
 not a model: vectors come from a hash of each text (``standin_vector``) and rerank scores from
 word overlap, so every answer is deterministic; each answer has the keys, figure placement and
 headers the real service was recorded sending.
@@ -86,6 +91,7 @@ answers for it.
 """
 
 from spanledger.testing.answers import DEFAULT_DIMENSIONS, standin_vector
+from spanledger.testing.anthropic import anthropic_messages
 from spanledger.testing.azure import azure_embeddings, azure_v1_embeddings
 from spanledger.testing.bedrock import (
     bedrock_cohere_embeddings,
@@ -94,7 +100,8 @@ from spanledger.testing.bedrock import (
     bedrock_rerank,
     bedrock_titan_embeddings,
 )
-from spanledger.testing.chat import openai_chat_completions
+from spanledger.testing.chat import openai_chat_completions, openai_responses
+from spanledger.testing.chat_cohere import cohere_chat
 from spanledger.testing.cohere import (
     cohere_embeddings,
     cohere_rerank,
@@ -128,6 +135,7 @@ __all__ = [
     "Reply",
     "Route",
     "StandIn",
+    "anthropic_messages",
     "azure_embeddings",
     "azure_v1_embeddings",
     "bedrock_cohere_embeddings",
@@ -135,6 +143,7 @@ __all__ = [
     "bedrock_nova_embeddings",
     "bedrock_rerank",
     "bedrock_titan_embeddings",
+    "cohere_chat",
     "cohere_embeddings",
     "cohere_rerank",
     "cohere_v1_embeddings",
@@ -149,6 +158,7 @@ __all__ = [
     "ollama_openai_embeddings",
     "openai_chat_completions",
     "openai_embeddings",
+    "openai_responses",
     "standin_vector",
     "tei_embeddings",
     "tei_rerank",

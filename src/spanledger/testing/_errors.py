@@ -33,6 +33,16 @@ _GOOGLE_STATUSES = {
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
+_ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
 _GOOGLE_JSON = {"content-type": "application/json; charset=UTF-8"}
 """The content type the Gemini API and Vertex AI answer with, failing or not."""
 
@@ -67,6 +77,11 @@ def _error_body(
         name = _GOOGLE_STATUSES.get(status, "UNKNOWN")
         body = {"error": {"code": status, "message": message, "status": name}}
         headers = dict(_GOOGLE_JSON)
+    elif vendor == "anthropic":
+        kind = _ANTHROPIC_ERRORS.get(
+            status, "api_error" if status >= 500 else "invalid_request_error"
+        )
+        body = {"type": "error", "error": {"type": kind, "message": message}}
     elif vendor == Vendor.AZURE:
         azure_code = "DeploymentNotFound" if status == 404 else str(status)
         body = {"error": {"code": azure_code, "message": message}}

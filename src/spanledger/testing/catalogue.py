@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spanledger.testing import (
+    anthropic,
     azure,
     bedrock,
     chat,
+    chat_cohere,
     cohere,
     google,
     jina,
@@ -38,5 +40,7 @@ BUILT_IN_ROUTES: tuple[Callable[[], Route], ...] = (
     *mistral.ROUTES,
     *ollama.ROUTES,
     *chat.ROUTES,
+    *anthropic.ROUTES,
+    *chat_cohere.ROUTES,
 )
 """Every built-in route function; ``StandIn.reset`` mounts what each builds."""

@@ -18,13 +18,18 @@ from urllib.parse import unquote
 
 from spanledger.testing._errors import _error_body
 from spanledger.testing.answers import _Answer, _model_of
+from spanledger.wire.chat import CHAT_ONLY_PROVIDERS
 from spanledger.wire.endpoints import IN_PROCESS_VENDORS, Vendor
 
 __all__ = ["VENDORS", "RecordedRequest", "Reply", "Route"]
 
-VENDORS = tuple(vendor.value for vendor in Vendor if vendor not in IN_PROCESS_VENDORS)
-"""The vendor names ``StandIn.base_url`` and ``Route`` accept (``spanledger.Vendor`` values,
-less the in-process libraries, which have no wire; a ``Vendor`` member is accepted too)."""
+VENDORS = (
+    *(vendor.value for vendor in Vendor if vendor not in IN_PROCESS_VENDORS),
+    *CHAT_ONLY_PROVIDERS,
+)
+"""The vendor names ``StandIn.base_url`` and ``Route`` accept: ``spanledger.Vendor`` values,
+less the in-process libraries, which have no wire (a ``Vendor`` member is accepted too), and
+the providers the stand-in answers only chat for (``anthropic``)."""
 
 
 @dataclass(frozen=True)
