@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import tempfile
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from spanledger import (
@@ -25,8 +31,10 @@ from spanledger import (
     ScoredDocument,
     read_events,
 )
+from spanledger.attribution import Evidence
+from spanledger.cli import main
 from spanledger.eventlog import SCHEMA_VERSION, encode_event
-from spanledger.events import Event
+from spanledger.events import AttributionRecord, Event
 
 SENTINEL = "SENTINEL-7f3a"
 STARTED_AT = datetime(2025, 4, 5, 6, 7, 8, 123456, tzinfo=UTC)
@@ -327,3 +335,135 @@ def test_event_log_is_iterable_and_sized() -> None:
     assert len(log) == 4
     assert list(log) == events
     assert isinstance(log.events[0], BaseModel)
+
+
+# --- attribution records: the context figures are optional, so older lines still read -----
+
+OLD_RECORD = {
+    "schema": 1,
+    "kind": "attribution",
+    "request_id": "turn-old",
+    "at": "2026-06-01T12:00:00Z",
+    "frames_served": 3,
+    "frames_rendered": 2,
+    "frames_cited": 1,
+    "rendered_tokens": 40,
+    "cited_tokens": 25,
+    "uncited_rendered_tokens": 15,
+    "cited_token_share": 0.625,
+    "reconcilable": True,
+    "problems": [],
+    "calls": 1,
+    "billed_input_tokens": 9,
+    "billed_search_units": 0,
+    "calls_without_usage": 0,
+    "spend": "0.00000108",
+    "currency": "USD",
+    "spend_complete": True,
+    "unknown_spend": None,
+    "spend_per_cited_token": "4.32E-8",
+}
+"""An attribution line as spanledger wrote it before the context figures were recorded."""
+
+
+def test_an_attribution_line_from_before_the_context_figures_reads_as_not_recorded(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.jsonl"
+    write_lines(path, [json.dumps(OLD_RECORD)])
+    log = read_events(path)
+    assert log.problems == []
+    [record] = log.attributions
+    assert (record.model_calls, record.quoted_tokens) == (None, None)
+    assert (record.cited_by, record.capture_cut) == ({}, {})
+    assert record.context_spend is None
+    assert record.unknown_context_spend is None  # not recorded: no reason, no amount
+    assert json.loads(encode_event(record)) == OLD_RECORD  # written back as it was read
+
+
+def test_an_old_attribution_line_reports_its_context_spend_as_not_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "old.jsonl"
+    write_lines(path, [json.dumps(OLD_RECORD), valid_line(request_id="turn-old")])
+
+    def report(*options: str) -> str:
+        capsys.readouterr()
+        assert main(["report", str(path), "--by", "request", *options]) == 0
+        return capsys.readouterr().out
+
+    attribution = json.loads(report("--json"))["attribution"]
+    assert attribution["known_context_spend"] == {}
+    assert attribution["requests_with_unknown_context_spend"] == 1
+    [each] = attribution["context_spend_by_request"]
+    assert each["context_spend"] is None
+    assert each["unknown_context_spend"] == "not recorded"
+    [row] = csv.DictReader(io.StringIO(report("--csv")))
+    assert row["request_context_spend"] == ""
+    assert row["request_unknown_context_spend"] == "not recorded"
+    text = report()
+    assert "  context spend: unknown for 1 request\n" in text
+    assert "    turn-old: unknown (not recorded)\n" in text
+
+
+_AMOUNTS = st.none() | st.decimals(
+    min_value=0, max_value=10**6, places=18, allow_nan=False, allow_infinity=False
+)
+_COUNTS = st.integers(min_value=0, max_value=2**63 - 1)
+
+
+@given(
+    model_calls=st.none() | _COUNTS,
+    quoted_tokens=st.none() | _COUNTS,
+    cited_by=st.dictionaries(st.sampled_from([e.value for e in Evidence]), _COUNTS),
+    amounts=st.tuples(_AMOUNTS, _AMOUNTS, _AMOUNTS),
+    currency=st.none() | st.sampled_from(["USD", "EUR"]),
+    unknown=st.none() | st.text(max_size=80),
+    cut=st.dictionaries(
+        st.sampled_from(["frames", "prompt_chars", "answer_chars", "calls"]), _COUNTS
+    ),
+)
+@settings(max_examples=60, deadline=None)
+def test_the_context_figures_round_trip_and_what_is_unset_is_not_written(
+    model_calls: int | None,
+    quoted_tokens: int | None,
+    cited_by: dict[str, int],
+    amounts: tuple[Decimal | None, Decimal | None, Decimal | None],
+    currency: str | None,
+    unknown: str | None,
+    cut: dict[str, int],
+) -> None:
+    fields = {key: value for key, value in OLD_RECORD.items() if key != "schema"}
+    record = AttributionRecord.model_validate(
+        {
+            **fields,
+            "model_calls": model_calls,
+            "quoted_tokens": quoted_tokens,
+            "cited_by": cited_by,
+            "context_spend": amounts[0],
+            "cited_context_spend": amounts[1],
+            "unused_context_spend": amounts[2],
+            "context_currency": currency,
+            "unknown_context_spend": unknown,
+            "capture_cut": cut,
+        }
+    )
+    line = encode_event(record)
+    written = json.loads(line)
+    for name in ("model_calls", "quoted_tokens", "context_spend", "unknown_context_spend"):
+        assert (name in written) == (getattr(record, name) is not None), name
+    for name in ("cited_by", "capture_cut"):
+        assert (name in written) == bool(getattr(record, name)), name
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "events.jsonl"
+        write_lines(path, [line])
+        [read] = read_events(path).attributions
+    assert read == record
+
+
+def test_a_negative_context_amount_is_an_invalid_record(tmp_path: Path) -> None:
+    path = tmp_path / "negative.jsonl"
+    write_lines(path, [json.dumps({**OLD_RECORD, "unused_context_spend": "-0.1"})])
+    log = read_events(path)
+    assert log.attributions == []
+    assert [p.reason for p in log.problems] == ["invalid attribution record"]

@@ -453,3 +453,25 @@ class AttributionRecord(_Record):
     status whose calls mix currencies is left out."""
     chains_by_status: dict[str, Count] = Field(default_factory=dict, exclude_if=_empty)
     """The request's rerank chains per outcome status (``ok``, ``degraded``, ``aborted``...)."""
+    model_calls: Count | None = Field(default=None, exclude_if=_unset)
+    """The model calls whose prompts were matched against the request's frames (``None`` in
+    records written before it was recorded)."""
+    quoted_tokens: Count | None = Field(default=None, exclude_if=_unset)
+    """Accounting tokens of answer text copied verbatim from rendered frames."""
+    cited_by: dict[str, Count] = Field(default_factory=dict, exclude_if=_empty)
+    """Frames cited per evidence that made them so (``provider_citation``,
+    ``framework_marking``, ``prompt_label``, ``by_hand``)."""
+    context_spend: Decimal | None = Field(default=None, ge=0, exclude_if=_unset)
+    """What the rendered context cost as the model calls' input tokens, in
+    ``context_currency``; ``None`` when unknown (``unknown_context_spend`` says why) and in
+    records written before it was recorded."""
+    cited_context_spend: Decimal | None = Field(default=None, ge=0, exclude_if=_unset)
+    """The cited frames' part of ``context_spend``."""
+    unused_context_spend: Decimal | None = Field(default=None, ge=0, exclude_if=_unset)
+    """The rest: the spend on rendered context the answer did not cite."""
+    context_currency: str | None = Field(default=None, exclude_if=_unset)
+    unknown_context_spend: str | None = Field(default=None, exclude_if=_unset)
+    """Why the context's spend is unknown (counts and model names, never text)."""
+    capture_cut: dict[str, Count] = Field(default_factory=dict, exclude_if=_empty)
+    """What the capture's caps cut, by what (``frames``, ``prompt_chars``, ``answer_chars``,
+    ``calls``)."""

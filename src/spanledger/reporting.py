@@ -128,15 +128,16 @@ def run_prices_check(table_path: Path, *, stale_days: int, out: TextIO) -> int:
 
 
 def run_prices_import(output: Path | None, *, out: TextIO, err: TextIO) -> int:
-    """Write a dated table of genai-prices' embedding prices (to ``output``, else ``out``) and
-    say on ``err`` what was written and what was skipped. Raises ``ConfigurationError`` when
-    genai-prices is missing or nothing could be imported."""
+    """Write a dated table of genai-prices' embedding prices and language models' input rates
+    (to ``output``, else ``out``) and say on ``err`` what was written and what was skipped.
+    Raises ``ConfigurationError`` when genai-prices is missing or nothing could be
+    imported."""
     from spanledger.errors import ConfigurationError
     from spanledger.ledger.imported import read_genai_prices
 
     imported = read_genai_prices()
     if not imported.entries:
-        raise ConfigurationError(f"{imported.source} lists no embedding price spanledger can use")
+        raise ConfigurationError(f"{imported.source} lists no price spanledger can use")
     text = imported.toml()
     if output is not None:
         output.write_text(text, encoding="utf-8")
@@ -148,6 +149,11 @@ def run_prices_import(output: Path | None, *, out: TextIO, err: TextIO) -> int:
     counts = ", ".join(f"{name} {count}" for name, count in sorted(per_provider.items()))
     where = f" to {output}" if output is not None else ""
     err.write(f"wrote {_entries(len(imported.entries))} ({counts}) from {imported.source}{where}\n")
+    if imported.language_models:
+        err.write(
+            f"{imported.language_models} of them are language models' input rates, which price "
+            "the context a prompt carried\n"
+        )
     unknown = imported.unknown_providers
     if unknown:
         total = sum(unknown.values())
@@ -156,11 +162,15 @@ def run_prices_import(output: Path | None, *, out: TextIO, err: TextIO) -> int:
             f"skipped {total} embedding model{'s' if total != 1 else ''} of providers "
             f"spanledger does not know ({named})\n"
         )
-    for reason, labels in sorted(imported.skipped.items()):
-        err.write(
-            f"skipped {len(labels)} embedding model{'s' if len(labels) != 1 else ''}, "
-            f"{reason}: {', '.join(labels)}\n"
-        )
+    for kind, skipped in (
+        ("embedding model", imported.skipped),
+        ("language model", imported.skipped_language_models),
+    ):
+        for reason, labels in sorted(skipped.items()):
+            err.write(
+                f"skipped {len(labels)} {kind}{'s' if len(labels) != 1 else ''}, "
+                f"{reason}: {', '.join(labels)}\n"
+            )
     return 0
 
 

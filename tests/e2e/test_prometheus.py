@@ -13,6 +13,7 @@ import pytest
 from opentelemetry.trace import NoOpTracerProvider
 
 import spanledger
+from spanledger.attribution import Passage
 from spanledger.exporters.otel import OtelExporter
 from spanledger.exporters.prometheus import PrometheusEndpoint
 from spanledger.ledger import example_prices_path
@@ -88,6 +89,22 @@ def _has_data(prometheus: PrometheusServer, expr: str) -> Callable[[], bool]:
     return lambda: bool(prometheus.query(expr))
 
 
+PASSAGES = ("The moon's gravity drives the tides, twice a day.", "Clocks tick every second.")
+
+
+def context_turns() -> None:
+    """A request whose context is priced (gpt-4o-mini in the example table), one passage cited
+    and one unused, and one whose context spend is unknown (no input tokens reported)."""
+    for request_id, tokens in (("priced-context", 400), ("unknown-context", None)):
+        with spanledger.request(request_id) as turn:
+            turn.context.served([Passage(text) for text in PASSAGES], provider_id="kb")
+            shown = [f"[{n}] {text}" for n, text in enumerate(PASSAGES, start=1)]
+            call = turn.context.prompted([*shown, "Why do the tides rise?"])
+            turn.context.answered(
+                call, "The moon [1].", input_tokens=tokens, provider="openai", model="gpt-4o-mini"
+            )
+
+
 def test_dashboard_and_alert_against_real_prometheus() -> None:
     binary = _binary("prometheus")
     with (
@@ -118,6 +135,8 @@ def test_dashboard_and_alert_against_real_prometheus() -> None:
                 garbage.rerank("moon", ["tides"])  # search_units: "abc"
             chain = [down, BM25Step()]  # after two 502s its breaker opens: degraded, no call
             with_fallback(chain, "moon", ["tides", "ships"], breakers=breakers, recorder=recorder)
+            with spanledger.use(recorder):
+                context_turns()
 
         traffic()
         with PrometheusServer(binary, [f"127.0.0.1:{endpoint.port}"], [RULES]) as prometheus:
@@ -153,6 +172,14 @@ def test_dashboard_and_alert_against_real_prometheus() -> None:
             assert "rerank-v3.5" not in firing  # priced usage never alerts
             assert "embed-v4.0" not in firing
             assert "bge-small" not in firing  # TEI: no usage, but priced per request (free)
+            parts = prometheus.query(
+                "sum by (spanledger_attribution_context_part) "
+                "(spanledger_attribution_context_spend_total)"
+            )
+            assert {p["metric"]["spanledger_attribution_context_part"] for p in parts} == {
+                "cited",
+                "unused",
+            }
 
             def malformed_firing() -> list[dict[str, str]]:
                 return [
@@ -163,7 +190,7 @@ def test_dashboard_and_alert_against_real_prometheus() -> None:
                 ]
 
             documented = documented_labels()
-            assert len(documented) == 8, documented
+            assert len(documented) == 10, documented
             for metric, labels in documented.items():
                 series = prometheus.query(f'{{__name__=~"{metric}(_count)?"}}')
                 assert series, f"documented metric {metric} has no series"

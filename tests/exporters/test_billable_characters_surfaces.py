@@ -115,9 +115,10 @@ def test_the_langfuse_observation(workload: Workload, langfuse_rig: LangfuseRig)
 
 
 def test_the_console_line(workload: Workload) -> None:
-    reported, unreported = workload.console.splitlines()
+    reported, unreported, request = workload.console.splitlines()
     assert reported.endswith(f"-> {TOKENS} input tokens, {CHARACTERS} billable characters")
     assert unreported.endswith("-> usage not reported")
+    assert request.startswith("request turn-1: ")
 
 
 def test_the_log_and_an_old_line_without_the_figure(workload: Workload) -> None:

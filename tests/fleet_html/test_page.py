@@ -90,8 +90,10 @@ def test_the_summary_and_status_chart_hold_the_text_reports_counts(log: Path) ->
         "calls": text.splitlines()[0].split()[0],
         "known spend (USD)": "0.0003 USD",
         "known spend (EUR)": "0.0001 EUR",
+        "requests with unknown context spend": "5",  # records written without the figure
     }
     assert "known spend: 0.0003 USD, 0.0001 EUR" in text
+    assert "  context spend: unknown for 5 requests" in text
 
 
 def test_spend_by_day_adds_up_to_the_known_spend_and_the_by_day_rows(log: Path) -> None:

@@ -13,7 +13,12 @@ from genai_prices.types import ClauseEquals, ModelInfo, ModelPrice, Provider
 
 from spanledger.costs import CostStatus
 from spanledger.ledger import Ledger, PriceEntry, PriceTable
-from spanledger.ledger.imported import PROVIDERS, convert_genai_prices, read_genai_prices
+from spanledger.ledger.imported import (
+    LANGUAGE_MODEL_PROVIDERS,
+    PROVIDERS,
+    convert_genai_prices,
+    read_genai_prices,
+)
 from tests.ledger.conftest import EXAMPLE_PRICES, embedding_event, rerank_event
 
 CHECKED = date(2026, 12, 1)
@@ -130,7 +135,8 @@ def bundled_ids() -> set[str]:
 def test_the_import_takes_the_new_vendors_under_spanledgers_names() -> None:
     entries = imported_entries()
     providers = {provider for provider, _ in entries}
-    expected = {PROVIDERS[source] for source in bundled_ids() & set(PROVIDERS)}
+    known = {**PROVIDERS, **LANGUAGE_MODEL_PROVIDERS}
+    expected = {known[source] for source in bundled_ids() & set(known)}
     assert providers == expected
     for name in ("aws", "google", "azure", "mistral"):
         if name in bundled_ids():
@@ -156,11 +162,12 @@ def test_the_import_gives_titan_v1_and_v2_their_own_rates() -> None:
     assert table.lookup("aws.bedrock", "amazon.titan-embed-text-v2:0", at).entry == titan_v2
 
 
-def test_the_import_keeps_embedding_models_only_for_the_new_vendors() -> None:
-    for (provider, model), _ in imported_entries().items():
+def test_the_import_keeps_embedding_models_whole_and_language_models_by_input_rate() -> None:
+    for (provider, model), entry in imported_entries().items():
         if provider in {"aws.bedrock", "gcp.gemini", "azure.ai.openai", "mistral_ai"}:
-            assert "embed" in model, (provider, model)
             assert "rerank" not in model, (provider, model)
+            if "embed" not in model:
+                assert "input rate only" in (entry.note or ""), (provider, model)
 
 
 def test_an_embedding_models_output_rate_is_left_out_and_said_so() -> None:

@@ -32,7 +32,8 @@ from genai_prices.types import (
 
 from spanledger.cli import main
 from spanledger.ledger import PriceEntry, PriceTable
-from spanledger.ledger.imported import PROVIDERS, convert_genai_prices
+from spanledger.ledger.imported import LANGUAGE_MODEL_PROVIDERS, PROVIDERS, convert_genai_prices
+from spanledger.wire.chat import CHAT_WIRES
 from spanledger.wire.endpoints import Vendor
 
 TODAY = date(2026, 12, 1)
@@ -100,6 +101,7 @@ def test_the_real_data_gives_a_table_that_loads_with_known_embedding_prices(
     assert rate(table, "gcp.gemini", "gemini-embedding-001") == Decimal("0.15")
     assert rate(table, "mistral_ai", "mistral-embed") == Decimal("0.1")
     assert {entry.provider for entry in table.entries} == {
+        "anthropic",
         "openai",
         "cohere",
         "voyageai",
@@ -125,31 +127,66 @@ def test_every_entry_is_dated_and_names_its_source(
         assert entry.per_request is None
 
 
-def test_no_rerank_or_chat_model_is_imported(
+def test_no_rerank_is_imported_and_a_chat_model_only_by_its_input_rate(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     table = imported_table(capsys, tmp_path)
-    names = {(entry.provider, entry.model) for entry in table.entries}
+    names = {(entry.provider, entry.model): entry for entry in table.entries}
     assert not [name for name in names if "rerank" in name[1].lower()]
     # genai-prices' own chat and completion models of these providers (priced for output;
     # Mistral's embedding model carries an output rate too, which applies to nothing)
     chat = {
-        (PROVIDERS[p.id], m.id)
+        (PROVIDERS[p.id], m.id): m.prices
         for p in bundled
         if p.id in PROVIDERS
         for m in p.models
         if isinstance(m.prices, ModelPrice)
+        and isinstance(m.prices.input_mtok, Decimal)
         and getattr(m.prices, "output_mtok", None) is not None
         and "embed" not in m.id
     }
     assert ("openai", "gpt-4o") in chat
     assert ("cohere", "command-r") in chat
-    assert not names & chat
-    for name in ("gpt-4o", "ada", "tts-1", "whisper-1", "moderation", "command-r"):
-        assert not any(model == name for _, model in names), name
-    # each is named as an embedding model (or is one of Voyage's voyage-* embedding models)
-    for provider_id, model_name in names:
-        assert "embed" in model_name or (provider_id, model_name[:7]) == ("voyageai", "voyage-")
+    for name, prices in chat.items():
+        entry = names[name]
+        assert entry.input_per_mtok == prices.input_mtok, name
+        assert (entry.per_search_unit, entry.per_request, entry.input_per_kchar) == (None,) * 3
+        assert "input rate only, for a prompt's context (" in (entry.note or ""), name
+        assert "output_mtok" in (entry.note or ""), name  # said to be left out
+    assert rate(table, "openai", "gpt-4o-mini") == Decimal("0.15")
+    assert rate(table, "openai", "gpt-4o-mini-2024-07-18") == Decimal("0.15")  # an alias
+    assert rate(table, "anthropic", "claude-3-5-haiku-latest") == Decimal("0.8")
+    # a model with no token input (speech, transcription by the hour) is no language model
+    for model_id in ("whisper-1", "tts-1"):
+        assert ("openai", model_id) not in names, model_id
+
+
+def test_a_tiered_input_rate_is_skipped_with_its_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, out, err = run(capsys, "prices", "import", "genai-prices")
+    assert status == 0
+    table = PriceTable.from_dict(tomllib.loads(out))
+    tiered = [
+        f"{PROVIDERS.get(p.id) or LANGUAGE_MODEL_PROVIDERS[p.id]}/{m.id}"
+        for p in bundled
+        if p.id in PROVIDERS or p.id in LANGUAGE_MODEL_PROVIDERS
+        for m in p.models
+        if isinstance(m.prices, ModelPrice)
+        and isinstance(m.prices.input_mtok, TieredPrices)
+        and "embed" not in m.id
+    ]
+    assert tiered  # genai-prices 0.2.x tiers some long-context models
+    [line] = [line for line in err.splitlines() if "language models, tiered pricing" in line]
+    for label in tiered:
+        assert label in line
+        assert label.split("/", 1)[1] not in {entry.model for entry in table.entries}
+    count = int(err.splitlines()[1].split()[0])
+    assert err.splitlines()[1] == (
+        f"{count} of them are language models' input rates, which price the context a prompt "
+        "carried"
+    )
+    assert 0 < count < len(table.entries)
 
 
 def test_providers_spanledger_does_not_know_are_skipped_and_counted(
@@ -171,10 +208,11 @@ def test_providers_spanledger_does_not_know_are_skipped_and_counted(
         assert re.search(rf"[(, ]{name} \d+", unknown[0]), name
     for name in ("aws", "azure", "google", "mistral"):  # known now, as spanledger's own names
         assert not re.search(rf"[(, ]{name} \d+", unknown[0]), name
-    assert not {entry.provider for entry in table.entries} - set(PROVIDERS.values())
-    # a chat model is not an embedding model that was skipped: it is not considered at all
-    assert "gpt-4o" not in err
-    assert "command-r" not in err
+    known = {*PROVIDERS.values(), *LANGUAGE_MODEL_PROVIDERS.values()}
+    assert not {entry.provider for entry in table.entries} - known
+    # a chat model is no embedding model that was skipped: it is imported by its input rate
+    assert "gpt-4o," not in err
+    assert "command-r," not in err
 
 
 def test_stdout_and_output_file_hold_the_same_table_and_it_passes_check(
@@ -276,9 +314,16 @@ def test_embedding_models_are_known_by_name_and_rerankers_never_are() -> None:
         provider("acme", model("acme-embed", cheap), model("acme-large", cheap)),
     ]
     imported = convert_genai_prices(data, version="9", today=TODAY)
-    assert [e.label for e in imported.entries] == ["openai/text-embedding-9", "voyageai/voyage-9"]
+    assert [e.label for e in imported.entries] == [
+        "openai/audio-9",  # priced by input tokens, named no embedding model: a language model
+        "openai/gpt-9",
+        "openai/text-embedding-9",
+        "voyageai/voyage-9",
+    ]
+    assert imported.language_models == 2
     assert imported.unknown_providers == {"acme": 1}
     assert imported.skipped == {}  # gpt-9 and audio-9 were never taken for embedding models
+    assert imported.skipped_language_models == {}
 
 
 def test_aliases_are_exact_names_and_a_models_own_name_wins() -> None:
@@ -328,6 +373,8 @@ def test_odd_model_names_round_trip_through_the_toml(tmp_path: Path) -> None:
 
 def test_provider_ids_are_spanledgers_own() -> None:
     assert set(PROVIDERS.values()) <= {vendor.value for vendor in Vendor}
+    # a provider taken for its language models only is one whose chat wire spanledger reads
+    assert set(LANGUAGE_MODEL_PROVIDERS.values()) <= {wire.provider for wire in CHAT_WIRES}
     assert {"openai", "cohere", "voyageai"} <= {p.id for p in bundled}
 
 

@@ -3,18 +3,21 @@
 The bill comes from the request's events: provider-billed tokens and search units, and each
 call's cost line (priced, estimated, unpriced, unmetered, not billed kept apart). Spend per
 cited token is stated only when the spend is fully known; otherwise the report says which part
-is unknown rather than printing a number that silently leaves it out.
+is unknown rather than printing a number that silently leaves it out. Beside it stands what the
+context cost again as the model calls' input tokens (``context_spend``), cited and unused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from spanledger.attribution.summary import counted
-from spanledger.attribution.uses import AttributionReport
+from spanledger.attribution.context import ContextCapture
+from spanledger.attribution.context_spend import ContextSpend, price_context
+from spanledger.attribution.summary import context_spend_text, counted
+from spanledger.attribution.uses import AttributionReport, Evidence
 from spanledger.costs import KNOWN_STATUSES, CostLine
 from spanledger.events import (
     AttributionRecord,
@@ -22,7 +25,7 @@ from spanledger.events import (
     Event,
     RerankEvent,
 )
-from spanledger.ledger import Pricer
+from spanledger.ledger import Pricer, PriceTable
 from spanledger.ledger.report import AMOUNT_STATUSES
 from spanledger.outcomes import RerankOutcome
 
@@ -43,6 +46,12 @@ class RequestReport:
     """Accounting tokens of answer text copied verbatim from rendered frames (not citing)."""
     model_calls: int = 0
     """The model calls whose prompts were matched against the request's frames."""
+    context_spend: ContextSpend = field(
+        default_factory=lambda: ContextSpend(unknown="no model call was captured")
+    )
+    """What the rendered context cost as the model calls' input tokens: all, cited, unused."""
+    capture_cut: Mapping[str, int] = field(default_factory=dict)
+    """What the capture's caps cut, by what (only what was cut)."""
 
     @classmethod
     def build(
@@ -53,24 +62,46 @@ class RequestReport:
         ledger: Pricer | None = None,
         *,
         outcomes: Sequence[RerankOutcome] = (),
-        quoted_tokens: int = 0,
-        model_calls: int = 0,
+        capture: ContextCapture | None = None,
+        rates: PriceTable | None = None,
     ) -> RequestReport:
         """Join the request's attribution to its calls' cost lines: an event that carries none
-        is priced by ``ledger`` here, or left without one when there is no ledger."""
+        is priced by ``ledger`` here, or left without one when there is no ledger. The context
+        ``capture`` saw is priced at the input rates of ``rates``."""
         lines = tuple(
             event.cost if event.cost is not None else (ledger.price(event) if ledger else None)
             for event in events
         )
+        calls = capture.calls() if capture is not None else []
+        cut = capture.cut() if capture is not None else {}
         return cls(
             request_id,
             attribution,
             tuple(events),
             lines,
             tuple(outcomes),
-            quoted_tokens,
-            model_calls,
+            capture.quoted_tokens if capture is not None else 0,
+            len(calls),
+            price_context(calls, attribution, rates, datetime.now(UTC), cut=cut),
+            cut,
         )
+
+    def cited_by(self) -> dict[str, int]:
+        """Frames cited per evidence that made them so (the frames ``frames_cited`` counts),
+        strongest evidence first."""
+        served = {served.frame for served in self.attribution.usage.served_frames()}
+        counts: dict[str, int] = {}
+        for frame in dict.fromkeys(use.frame for use in self.attribution.uses):
+            use = self.attribution.use_of(frame)
+            if use is None or not (use.rendered and use.cited) or frame not in served:
+                continue
+            if use.evidence is not None:
+                counts[use.evidence.value] = counts.get(use.evidence.value, 0) + 1
+        return {
+            evidence.value: counts[evidence.value]
+            for evidence in Evidence
+            if evidence.value in counts
+        }
 
     def chains_by_status(self) -> dict[str, int]:
         """The request's rerank chains per outcome status (``ok``, ``degraded``, ...)."""
@@ -200,6 +231,15 @@ class RequestReport:
                 if known is not None and status in AMOUNT_STATUSES
             },
             chains_by_status=self.chains_by_status(),
+            model_calls=self.model_calls,
+            quoted_tokens=self.quoted_tokens,
+            cited_by=self.cited_by(),
+            context_spend=self.context_spend.context,
+            cited_context_spend=self.context_spend.cited,
+            unused_context_spend=self.context_spend.unused,
+            context_currency=self.context_spend.currency,
+            unknown_context_spend=self.context_spend.unknown,
+            capture_cut=dict(self.capture_cut),
         )
 
     def render(self) -> str:
@@ -250,6 +290,17 @@ class RequestReport:
             )
         else:
             lines.append("  spend per cited token: n/a (spend not fully known or nothing cited)")
+        lines.append(f"  context spend: {context_spend_text(record)}")
+        cited_by = ", ".join(f"{n} {evidence}" for evidence, n in record.cited_by.items())
+        lines.append(
+            f"  model calls: {record.model_calls}; quoted tokens: {record.quoted_tokens}"
+            + (f"; cited by: {cited_by}" if cited_by else "")
+        )
+        if record.capture_cut:
+            cut = ", ".join(
+                f"{n} {what.replace('_', ' ')}" for what, n in record.capture_cut.items()
+            )
+            lines.append(f"  cut by the capture's caps: {cut}")
         if not record.reconcilable:
             lines.append("  NOT reconcilable:")
             lines.extend(f"    - {problem}" for problem in record.problems)

@@ -1,6 +1,7 @@
 """Requests' attribution records aggregated, as ``spanledger report`` prints them: the mean,
-median and spread of the cited token share, spend per cited token, and the requests whose
-rendered context earned nothing."""
+median and spread of the cited token share, spend per cited token, the requests whose
+rendered context earned nothing, and what the context cost as input tokens (cited and unused),
+in total and per request."""
 
 from __future__ import annotations
 
@@ -9,12 +10,81 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["AttributionFigures", "counted"]
+from spanledger.events import AttributionRecord
+from spanledger.ledger.report import money
+
+__all__ = ["AttributionFigures", "ContextFigures", "context_spend_text", "counted", "printable"]
 
 
 def counted(count: int, noun: str) -> str:
     """``1 call``, ``2 calls``: a count with its noun agreeing."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on escaped (a log's request id or
+    reason is written by whoever wrote the log)."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else f"\\u{ord(char):04x}" for char in text)
+
+
+def context_spend_text(record: AttributionRecord) -> str:
+    """A record's context spend as one phrase: the amounts with their currency, or
+    ``unknown (<reason>)``."""
+    figures = ContextFigures.of(record)
+    return figures.text()
+
+
+@dataclass(frozen=True)
+class ContextFigures:
+    """One request's context spend (all, cited, unused) in ``currency``, or why it is
+    unknown (``not recorded`` for records written before it was)."""
+
+    request_id: str
+    context: Decimal | None = None
+    cited: Decimal | None = None
+    unused: Decimal | None = None
+    currency: str | None = None
+    unknown: str | None = None
+
+    @classmethod
+    def of(cls, record: AttributionRecord) -> ContextFigures:
+        return cls(
+            record.request_id,
+            record.context_spend,
+            record.cited_context_spend,
+            record.unused_context_spend,
+            record.context_currency,
+            record.unknown_context_spend,
+        )
+
+    @property
+    def known(self) -> bool:
+        return self.context is not None and self.cited is not None and self.unused is not None
+
+    def text(self) -> str:
+        if self.context is None or self.cited is None or self.unused is None:
+            return f"unknown ({printable(self.unknown or 'not recorded')})"
+        unit = f" {printable(self.currency)}" if self.currency else ""
+        return (
+            f"{money(self.context)}{unit} (cited {money(self.cited)}{unit}, "
+            f"unused {money(self.unused)}{unit})"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "context_spend": _amount(self.context),
+            "cited_context_spend": _amount(self.cited),
+            "unused_context_spend": _amount(self.unused),
+            "currency": self.currency,
+            "unknown_context_spend": None if self.known else self.unknown or "not recorded",
+        }
+
+
+def _amount(value: Decimal | None) -> str | None:
+    return money(value) if value is not None else None
 
 
 @dataclass(frozen=True)
@@ -33,6 +103,19 @@ class AttributionFigures:
     unknown_spend: int = 0
     earned_nothing: tuple[str, ...] = ()
     unreconcilable: tuple[str, ...] = ()
+    context_spend: dict[str, tuple[Decimal, Decimal, Decimal]] = field(default_factory=dict)
+    """Context spend per currency as (all, cited, unused), summed over the requests whose
+    context spend is known."""
+    context_known: int = 0
+    """Requests whose context spend is known (a known zero included)."""
+    by_request: tuple[ContextFigures, ...] | None = None
+    """Each request's context spend, when the report is grouped by request."""
+
+    @property
+    def context_unknown(self) -> int:
+        """Requests whose context spend is unknown (or was not recorded): left out of the
+        totals, never counted as zero."""
+        return self.requests - self.context_known
 
     def to_json(self) -> dict[str, Any]:
         """The figures as JSON-ready values (an amount as an exact decimal string)."""
@@ -45,7 +128,7 @@ class AttributionFigures:
 
 def _to_json(figures: AttributionFigures) -> dict[str, Any]:
     per_token, currency = _per_cited_token(figures)
-    return {
+    data: dict[str, Any] = {
         "requests": figures.requests,
         "requests_with_share": figures.with_share,
         "mean_cited_token_share": figures.mean_share,
@@ -56,7 +139,16 @@ def _to_json(figures: AttributionFigures) -> dict[str, Any]:
         "requests_with_unknown_spend": figures.unknown_spend,
         "rendered_context_earned_nothing": list(figures.earned_nothing),
         "unreconcilable_requests": list(figures.unreconcilable),
+        "known_context_spend": {
+            currency: {"context": money(all_), "cited": money(cited), "unused": money(unused)}
+            for currency, (all_, cited, unused) in sorted(figures.context_spend.items())
+        },
+        "requests_with_context_spend": figures.context_known,
+        "requests_with_unknown_context_spend": figures.context_unknown,
     }
+    if figures.by_request is not None:
+        data["context_spend_by_request"] = [each.to_json() for each in figures.by_request]
+    return data
 
 
 def _per_cited_token(figures: AttributionFigures) -> tuple[Decimal | None, str | None]:
@@ -98,7 +190,29 @@ def _render(figures: AttributionFigures) -> str:
         lines.append("  rendered context earned nothing in: " + _some(figures.earned_nothing))
     if figures.unreconcilable:
         lines.append("  not reconcilable: " + _some(figures.unreconcilable))
+    lines.append(_context_total(figures))
+    if figures.by_request:
+        lines.append("  context spend by request:")
+        lines.extend(
+            f"    {printable(each.request_id)}: {each.text()}" for each in figures.by_request
+        )
     return "\n".join(lines)
+
+
+def _context_total(figures: AttributionFigures) -> str:
+    """The known context spend over the requests, with the unknown ones counted apart."""
+    if not figures.context_known:
+        return f"  context spend: unknown for {counted(figures.requests, 'request')}"
+    amounts = "; ".join(
+        f"{money(all_)} {currency} (cited {money(cited)} {currency}, "
+        f"unused {money(unused)} {currency})"
+        for currency, (all_, cited, unused) in sorted(figures.context_spend.items())
+    )
+    left_out = figures.context_unknown
+    note = (
+        f" ({counted(left_out, 'request')} with unknown context spend left out)" if left_out else ""
+    )
+    return f"  known context spend: {amounts or '0'}{note}"
 
 
 _LISTED = 20

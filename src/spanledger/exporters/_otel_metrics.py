@@ -43,6 +43,7 @@ from spanledger._logs import get_logger
 from spanledger.breakers import STATE_VALUES, live_breakers
 from spanledger.costs import CHARGED_STATUSES, NOT_PRICED_STATUSES, CostLine
 from spanledger.events import (
+    AttributionRecord,
     EmbeddingEvent,
     EmbeddingFailedEvent,
     Event,
@@ -257,6 +258,19 @@ class GenAIMetrics:
             description="Share of rendered context tokens that the answer cited, per request.",
             explicit_bucket_boundaries_advisory=SHARE_BUCKETS,
         )
+        self.context_spend = meter.create_counter(
+            "spanledger.attribution.context_spend",
+            unit="1",
+            description=(
+                "Spend on context rendered into prompts, as the model calls' input tokens, "
+                "by part (cited, unused), in the price table's currency."
+            ),
+        )
+        self.context_unknown = meter.create_counter(
+            "spanledger.attribution.context_spend.unknown",
+            unit="{request}",
+            description="Requests whose context spend is unknown (never counted as zero).",
+        )
         self.label_overflow = meter.create_counter(
             "spanledger.metrics.label_overflow",
             unit="{call}",
@@ -299,6 +313,22 @@ class GenAIMetrics:
         record."""
         with self._chain_lock:
             self._chain_totals[status] = self._chain_totals.get(status, 0) + 1
+
+    def context_spent(self, record: AttributionRecord) -> None:
+        """Count one request's context spend by part, or that it is unknown (a record from
+        before the figure was recorded counts as neither)."""
+        cited, unused = record.cited_context_spend, record.unused_context_spend
+        if cited is None or unused is None:
+            if record.unknown_context_spend is not None:
+                self.context_unknown.add(1)
+            return
+        currency = encodable(record.context_currency or "")
+        for part, amount in (("cited", cited), ("unused", unused)):
+            value = float(amount)
+            if value and self._measured(value):
+                self.context_spend.add(
+                    value, {names.COST_CURRENCY: currency, names.ATTRIBUTION_CONTEXT_PART: part}
+                )
 
     def _chain_outcomes(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._chain_lock:

@@ -1,4 +1,4 @@
-"""A development sink: one readable line per call."""
+"""A development sink: one readable line per call, and one per request's attribution."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import sys
 from typing import TextIO
 
 from spanledger import _forksafe
+from spanledger.attribution.summary import context_spend_text, printable
 from spanledger.events import (
+    AttributionRecord,
     EmbeddingEvent,
     EmbeddingFailedEvent,
     EmbeddingUsage,
@@ -16,7 +18,7 @@ from spanledger.events import (
 )
 from spanledger.wire.endpoints import Vendor
 
-__all__ = ["ConsoleSink", "describe_event"]
+__all__ = ["ConsoleSink", "describe_attribution", "describe_event"]
 
 
 def _usage_text(usage: EmbeddingUsage | RerankUsage | None) -> str:
@@ -59,6 +61,16 @@ def describe_event(event: Event) -> str:
     return f"{head}FAILED {event.error_category.value}{why}"
 
 
+def describe_attribution(record: AttributionRecord) -> str:
+    """One line: the request, its frames, the cited share and what the context cost."""
+    share = f"{record.cited_token_share:.1%}" if record.cited_token_share is not None else "n/a"
+    return (
+        f"request {printable(record.request_id)}: {record.frames_rendered} of "
+        f"{record.frames_served} frames rendered, {record.frames_cited} cited "
+        f"(cited token share {share}); context spend {context_spend_text(record)}"
+    )
+
+
 class ConsoleSink:
     """Writes ``describe_event`` lines to a stream (standard error by default)."""
 
@@ -69,6 +81,13 @@ class ConsoleSink:
     def emit(self, event: Event) -> None:
         """Write the event's one line (``describe_event``): figures only, never a payload."""
         line = describe_event(event)
+        stream = self._stream if self._stream is not None else sys.stderr
+        with self._lock:
+            stream.write(line + "\n")
+
+    def attribution(self, record: AttributionRecord) -> None:
+        """Write the request's attribution line (``describe_attribution``)."""
+        line = describe_attribution(record)
         stream = self._stream if self._stream is not None else sys.stderr
         with self._lock:
             stream.write(line + "\n")

@@ -195,6 +195,34 @@ def _attribution_metadata(record: AttributionRecord) -> dict[str, Any]:
     if record.spend is not None:
         metadata["spend"] = str(record.spend)
         metadata["currency"] = record.currency
+    metadata.update(_context_metadata(record))
+    return metadata
+
+
+def _context_metadata(record: AttributionRecord) -> dict[str, Any]:
+    """What the model calls read of the context and what it cost them, as exact decimal
+    strings; an unknown spend has no amount, and its reason (figures a record from before
+    them lacks are left out)."""
+    metadata: dict[str, Any] = {}
+    if record.model_calls is not None:
+        metadata["model_calls"] = record.model_calls
+    if record.quoted_tokens is not None:
+        metadata["quoted_tokens"] = record.quoted_tokens
+    if record.cited_by:
+        metadata["cited_by"] = dict(record.cited_by)
+    if record.capture_cut:
+        metadata["capture_cut"] = dict(record.capture_cut)
+    for name, amount in (
+        ("context_spend", record.context_spend),
+        ("cited_context_spend", record.cited_context_spend),
+        ("unused_context_spend", record.unused_context_spend),
+    ):
+        if amount is not None:
+            metadata[name] = str(amount)
+    if record.context_currency is not None:
+        metadata["context_currency"] = record.context_currency
+    if record.unknown_context_spend is not None:
+        metadata["unknown_context_spend"] = record.unknown_context_spend
     return metadata
 
 

@@ -320,6 +320,36 @@ def attribution_attributes(record: AttributionRecord) -> dict[str, Any]:
         shown = record.problems[:MAX_PROBLEMS_SHOWN]
         attributes[names.ATTRIBUTION_PROBLEMS] = [encodable(p) for p in shown]
         attributes[names.ATTRIBUTION_PROBLEM_COUNT] = len(record.problems)
+    attributes.update(_context_attributes(record))
+    return attributes
+
+
+def _context_attributes(record: AttributionRecord) -> dict[str, Any]:
+    """What the model calls read of the context and what it cost them: amounts only when
+    known, else the reason (figures left out of records written before them stay out)."""
+    attributes: dict[str, Any] = {}
+    if record.model_calls is not None:
+        attributes[names.ATTRIBUTION_MODEL_CALLS] = record.model_calls
+    if record.quoted_tokens is not None:
+        attributes[names.ATTRIBUTION_QUOTED_TOKENS] = record.quoted_tokens
+    for evidence, frames in record.cited_by.items():
+        attributes[names.ATTRIBUTION_CITED_BY_PREFIX + encodable(evidence)] = frames
+    for what, count in record.capture_cut.items():
+        attributes[names.ATTRIBUTION_CAPTURE_CUT_PREFIX + encodable(what)] = count
+    amounts = (
+        (names.ATTRIBUTION_CONTEXT_SPEND, record.context_spend),
+        (names.ATTRIBUTION_CITED_CONTEXT_SPEND, record.cited_context_spend),
+        (names.ATTRIBUTION_UNUSED_CONTEXT_SPEND, record.unused_context_spend),
+    )
+    for name, amount in amounts:
+        if amount is not None:
+            attributes[name] = float(amount)
+    if record.context_currency:
+        attributes[names.ATTRIBUTION_CONTEXT_CURRENCY] = record.context_currency
+    if record.unknown_context_spend is not None:
+        attributes[names.ATTRIBUTION_UNKNOWN_CONTEXT_SPEND] = encodable(
+            record.unknown_context_spend
+        )
     return attributes
 
 
@@ -387,6 +417,9 @@ class OtelExporter:
         self.payload_cap = payload_cap
         self.request_spans = request_spans
         self._requests: dict[str, Span] = {}
+        self._held_context: dict[str, AttributionRecord | None] = {}
+        """Open requests, with their latest record: its context spend is counted once, when
+        the request ends."""
         self._live: dict[str, tuple[Span, object]] = {}
         self._retried: dict[str, _Retried] = {}
         self._openings: dict[tuple[str, str, str, str | None, int | None], _Opening] = {}
@@ -409,6 +442,7 @@ class OtelExporter:
         self._live.clear()
         self._retried.clear()
         self._requests.clear()
+        self._held_context.clear()
         if self._pipeline is not None and self._metrics is not None:
             self._metrics = None
             del self._providers[1:]
@@ -424,15 +458,16 @@ class OtelExporter:
                     self._use_meter_provider(fresh)
             return self._metrics
 
-    def request_started(self, request_id: str) -> tuple[str, Span, object | None] | None:
+    def request_started(self, request_id: str) -> tuple[str, Span | None, object | None]:
         """Open the request's span and make it current, unless one is current already (the
         application's: used as is, and left open) or request spans are off."""
+        self._held_context.setdefault(request_id, None)
         current = trace.get_current_span()
         if current.get_span_context().is_valid:
             self._requests.setdefault(request_id, current)
             return request_id, current, None
         if not self.request_spans:
-            return None
+            return request_id, None, None
         span = self._tracer.start_span(
             names.REQUEST_SPAN,
             kind=SpanKind.INTERNAL,
@@ -444,11 +479,17 @@ class OtelExporter:
         self._requests[request_id] = span
         return request_id, span, otel_context.attach(trace.set_span_in_context(span))
 
-    def request_ended(self, handle: tuple[str, Span, object | None] | None) -> None:
-        """Forget the request's span; end it if ``request_started`` opened it."""
+    def request_ended(self, handle: tuple[str, Span | None, object | None] | None) -> None:
+        """Count the request's context spend (from its latest record); forget the request's
+        span, and end it if ``request_started`` opened it."""
         if handle is None:
             return
         request_id, span, token = handle
+        held = self._held_context.pop(request_id, None)
+        if held is not None:
+            self._count_context(held)
+        if span is None:
+            return
         if self._requests.get(request_id) is span:
             del self._requests[request_id]
         if token is None:
@@ -616,7 +657,8 @@ class OtelExporter:
     def attribution(self, record: AttributionRecord) -> None:
         """Put the request's attribution on the request's span (while its scope is open; else
         on the current span) and record the cited token share, when there is one, in its
-        histogram."""
+        histogram. The context spend is counted once per request, from the request's last
+        record, when the request ends (at once for a record of no open request)."""
         span = self._requests.get(record.request_id)
         if span is None or not span.is_recording():
             span = trace.get_current_span()
@@ -625,6 +667,15 @@ class OtelExporter:
         metrics = self._current_metrics()
         if metrics is not None and record.cited_token_share is not None:
             metrics.cited_share.record(record.cited_token_share)
+        if record.request_id in self._held_context:
+            self._held_context[record.request_id] = record  # the latest wins, at the end
+        else:
+            self._count_context(record)
+
+    def _count_context(self, record: AttributionRecord) -> None:
+        metrics = self._current_metrics()
+        if metrics is not None:
+            metrics.context_spent(record)
 
     @property
     def delivery(self) -> DeliveryStats | None:

@@ -2,9 +2,10 @@
 
 Two tables under the target directory, each a Hive-style ``day=YYYY-MM-DD`` partition tree:
 ``events/`` (one row per call: its figures, outcome and cost line, flattened) and
-``attribution/`` (each request's attribution records). Only what the log holds is written, and
-the log never holds inputs, queries or documents. Lines that are not events are skipped and
-counted, as by ``spanledger report``.
+``attribution/`` (each request's attribution records: the share, the retrieval spend, the
+context's spend as input tokens with its cited and unused parts, the evidence that cited
+frames). Only what the log holds is written, and the log never holds inputs, queries or
+documents. Lines that are not events are skipped and counted, as by ``spanledger report``.
 """
 
 from __future__ import annotations
@@ -78,6 +79,15 @@ _EVENT_COLUMNS = {
     "currency": "VARCHAR",
     "spend_complete": "BOOLEAN",
     "spend_per_cited_token": "VARCHAR",
+    "model_calls": "BIGINT",
+    "quoted_tokens": "BIGINT",
+    "cited_by": "MAP(VARCHAR, BIGINT)",
+    "context_spend": "VARCHAR",
+    "cited_context_spend": "VARCHAR",
+    "unused_context_spend": "VARCHAR",
+    "context_currency": "VARCHAR",
+    "unknown_context_spend": "VARCHAR",
+    "capture_cut": "MAP(VARCHAR, BIGINT)",
 }
 _EVENTS = """kind, call_id, request_id, logical_call_id, attempt, retried, provider, model,
     ts AS started_at, latency_ms, server_address, server_port, response_model, response_id,
@@ -93,7 +103,9 @@ _ATTRIBUTION = """request_id, ts AS at, frames_served, frames_rendered, frames_c
     rendered_tokens, cited_tokens, uncited_rendered_tokens, cited_token_share, reconcilable,
     calls, billed_input_tokens, billed_search_units, billed_characters, calls_without_usage,
     spend, currency,
-    spend_complete, spend_per_cited_token"""
+    spend_complete, spend_per_cited_token, model_calls, quoted_tokens, cited_by, context_spend,
+    cited_context_spend, unused_context_spend, context_currency, unknown_context_spend,
+    capture_cut"""
 
 
 @dataclass(frozen=True)

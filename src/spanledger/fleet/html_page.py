@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from datetime import datetime
 from html import escape
 from pathlib import Path
@@ -122,6 +123,7 @@ def _summary(report: FleetReport) -> str:
     if not report.spend():
         tiles.append(("none", "known spend"))
     tiles.extend((str(count), status) for status, count in report.status_counts().items())
+    tiles.extend(_context_tiles(report))
     cells = "".join(
         f"<div><b>{escape(value)}</b><span>{escape(label)}</span></div>" for value, label in tiles
     )
@@ -172,14 +174,65 @@ def _totals(report: FleetReport) -> str:
             "spanledger report --csv lists them all</p>"
         )
     parts.append(_not_priced(report))
-    attribution = escape(report.attribution.render())
+    attribution = escape(replace(report.attribution, by_request=None).render())
     parts.append(f"<h2>Attribution</h2><pre data-attribution>{attribution}</pre>")
+    parts.append(_context_by_request(report))
     if report.problems:
         skipped = ", ".join(
             f"{reason}: {count}" for reason, count in sorted(report.problems.items())
         )
         parts.append(f'<p class="note">lines skipped: {escape(skipped)}</p>')
     parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _context_tiles(report: FleetReport) -> list[tuple[str, str]]:
+    """The known context spend and its unused part per currency, and the requests whose
+    context spend is unknown (never shown as zero)."""
+    figures = report.attribution
+    if not figures.requests:
+        return []
+    tiles = []
+    for currency, (context, _, unused) in sorted(figures.context_spend.items()):
+        unit = f" ({currency})" if currency else ""
+        tiles.append((f"{money(context)} {currency}".strip(), f"known context spend{unit}"))
+        tiles.append((f"{money(unused)} {currency}".strip(), f"unused context spend{unit}"))
+    tiles.append((str(figures.context_unknown), "requests with unknown context spend"))
+    return tiles
+
+
+def _context_by_request(report: FleetReport) -> str:
+    """Each request's context spend, when the report is grouped by request (the first
+    ``MAX_TABLE_ROWS``)."""
+    listed = report.attribution.by_request
+    if not listed:
+        return ""
+    shown = listed[:MAX_TABLE_ROWS]
+    head = "".join(
+        f'<th class="n">{name}</th>' if name != "unknown" else f"<th>{name}</th>"
+        for name in ("context spend", "cited", "unused", "unknown")
+    )
+    body = []
+    for each in shown:
+        data = each.to_json()
+        unit = f" {each.currency}" if each.currency else ""
+        cells = [
+            f"{data[name]}{unit}" if data[name] is not None else "unknown"
+            for name in ("context_spend", "cited_context_spend", "unused_context_spend")
+        ]
+        figures = "".join(f'<td class="n">{escape(cell)}</td>' for cell in cells)
+        why = escape(data["unknown_context_spend"] or "")
+        body.append(f"<tr><td>{escape(each.request_id)}</td>{figures}<td>{why}</td></tr>")
+    parts = [
+        "<h3>Context spend by request</h3>",
+        f"<table data-context><thead><tr><th>request</th>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table>",
+    ]
+    if len(listed) > len(shown):
+        parts.append(
+            f'<p class="note">the first {len(shown)} of {len(listed)} requests are shown; '
+            "spanledger report --by request --json lists them all</p>"
+        )
     return "\n".join(parts)
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from spanledger.attribution.summary import AttributionFigures, counted
+from spanledger.attribution.summary import AttributionFigures, ContextFigures, counted
 from spanledger.costs import NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
 from spanledger.events import EmbeddingUsage, RerankUsage
 from spanledger.fleet.scan import CallGroup, Grouping, Scan
@@ -93,9 +93,12 @@ class FleetReport:
         }
 
     def to_csv(self) -> str:
-        """The report as ``--csv`` prints it: one row per group, status and currency."""
+        """The report as ``--csv`` prints it: one row per group, status and currency. Grouped
+        by request, each row also carries its request's context spend (``request_*``: the
+        same on each of the request's rows; an empty amount is unknown, and why is said)."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
+        per_request = "request" in self.by
         writer.writerow(
             [
                 *self.by,
@@ -106,8 +109,11 @@ class FleetReport:
                 "input_tokens",
                 "search_units",
                 "billable_characters",
+                *(_REQUEST_CONTEXT_COLUMNS if per_request else ()),
             ]
         )
+        contexts = {each.request_id: each for each in self.attribution.by_request or ()}
+        at = self.by.index("request") if per_request else 0
         for (keys, status, currency), row in self._sorted_rows():
             amount = str(row.amount) if status in AMOUNT_STATUSES else ""
             writer.writerow(
@@ -120,6 +126,7 @@ class FleetReport:
                     row.input_tokens,
                     row.search_units,
                     row.billable_characters,
+                    *(_context_cells(contexts.get(keys[at])) if per_request else ()),
                 ]
             )
         return out.getvalue()
@@ -163,6 +170,30 @@ class FleetReport:
         lines.append("")
         lines.append(self.attribution.render())
         return "\n".join(lines)
+
+
+_REQUEST_CONTEXT_COLUMNS = (
+    "request_context_spend",
+    "request_cited_context_spend",
+    "request_unused_context_spend",
+    "request_context_currency",
+    "request_unknown_context_spend",
+)
+
+
+def _context_cells(figures: ContextFigures | None) -> list[str]:
+    """A request's context spend as CSV cells: amounts, currency, and why they are unknown
+    (cells left empty)."""
+    if figures is None:
+        return ["", "", "", "", "no attribution record"]
+    data = figures.to_json()
+    return [
+        data["context_spend"] or "",
+        data["cited_context_spend"] or "",
+        data["unused_context_spend"] or "",
+        data["currency"] or "",
+        data["unknown_context_spend"] or "",
+    ]
 
 
 def amount_text(status: str, currency: str, amount: Decimal) -> str:

@@ -18,7 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from spanledger.attribution.summary import AttributionFigures
+from spanledger.attribution.summary import AttributionFigures, ContextFigures
 from spanledger.ledger.pricing import RULE_BILLING
 
 __all__ = [
@@ -61,6 +61,11 @@ _COLUMNS = {
     "spend": "VARCHAR",
     "currency": "VARCHAR",
     "spend_complete": "VARCHAR",
+    "context_spend": "VARCHAR",
+    "cited_context_spend": "VARCHAR",
+    "unused_context_spend": "VARCHAR",
+    "context_currency": "VARCHAR",
+    "unknown_context_spend": "VARCHAR",
     "malformed_usage": "VARCHAR[]",
     "billing": "VARCHAR",
     "response_model": "VARCHAR",
@@ -242,7 +247,11 @@ def _scan(
         ).fetchall()
     }
     events = classes.get("call", 0) + classes.get("out of range", 0)
-    attribution = _attribution(connection) if classes.get("attribution") else AttributionFigures()
+    attribution = (
+        _attribution(connection, "request" in by)
+        if classes.get("attribution")
+        else AttributionFigures(by_request=() if "request" in by else None)
+    )
     return Scan(groups, sum(classes.values()), events, skipped(classes), attribution)
 
 
@@ -343,7 +352,12 @@ def _grouping_query(
                     'reconcilable': try_cast(reconcilable AS BOOLEAN),
                     'spend': spend,
                     'currency': currency,
-                    'complete': try_cast(spend_complete AS BOOLEAN)
+                    'complete': try_cast(spend_complete AS BOOLEAN),
+                    'context': context_spend,
+                    'cited_context': cited_context_spend,
+                    'unused_context': unused_context_spend,
+                    'context_currency': context_currency,
+                    'context_unknown': unknown_context_spend
                 }} END AS record
             FROM classified
         ), measured AS (
@@ -424,9 +438,16 @@ def _group(row: tuple[Any, ...], width: int, daily: bool = False) -> CallGroup:
     )
 
 
-def _attribution(connection: Any) -> AttributionFigures:
+_LATEST = """WITH latest AS (
+            SELECT unnest(arg_max(record, record."at"))
+            FROM grouped WHERE class = 'attribution' GROUP BY record.request
+        )"""
+"""Each request's latest attribution record (by its ``at``) among those the scan kept."""
+
+
+def _attribution(connection: Any, by_request: bool = False) -> AttributionFigures:
     """Each request's latest attribution record (by its ``at``) among those the scan kept,
-    aggregated."""
+    aggregated; with ``by_request``, each request's context spend too."""
     bands = ", ".join(
         f"count(*) FILTER (WHERE share >= {low} AND (share < {high}"
         + (" OR share = 1.0" if high == 1.0 else "")
@@ -436,10 +457,7 @@ def _attribution(connection: Any) -> AttributionFigures:
     known = "complete AND spend IS NOT NULL"
     [row] = connection.execute(
         f"""
-        WITH latest AS (
-            SELECT unnest(arg_max(record, record."at"))
-            FROM grouped WHERE class = 'attribution' GROUP BY record.request
-        ), measured AS (
+        {_LATEST}, measured AS (
             SELECT * REPLACE (try_cast(spend AS DECIMAL(38, 24)) AS spend) FROM latest
         )
         SELECT count(*), count(share), avg(share), median(share), {bands},
@@ -454,6 +472,7 @@ def _attribution(connection: Any) -> AttributionFigures:
         FROM measured
         """
     ).fetchall()
+    context, context_known = _context_totals(connection)
     (requests, with_share, mean, median, *rest) = row
     band_counts, rest = rest[: len(_SHARE_BANDS)], rest[len(_SHARE_BANDS) :]
     spend, cited, currencies, unknown, _, nothing_ids, _, unrec_ids = rest
@@ -472,4 +491,75 @@ def _attribution(connection: Any) -> AttributionFigures:
         unknown_spend=int(unknown),
         earned_nothing=tuple(nothing_ids or ()),
         unreconcilable=tuple(unrec_ids or ()),
+        context_spend=context,
+        context_known=context_known,
+        by_request=_context_by_request(connection) if by_request else None,
     )
+
+
+_CONTEXT_AMOUNTS = ("context", "cited_context", "unused_context")
+
+
+def _context_totals(
+    connection: Any,
+) -> tuple[dict[str, tuple[Decimal, Decimal, Decimal]], int]:
+    """The known context spend per currency (all, cited, unused), and how many requests it
+    is known for: a request counts only when all three amounts read as non-negative
+    decimals, so a figure the log lacks or holds malformed is unknown, never zero."""
+    casts = ", ".join(f"try_cast({name} AS DECIMAL(38, 24)) AS {name}" for name in _CONTEXT_AMOUNTS)
+    known = " AND ".join(f"{name} >= 0" for name in _CONTEXT_AMOUNTS)
+    rows = connection.execute(
+        f"""
+        {_LATEST}, measured AS (
+            SELECT * REPLACE ({casts}) FROM latest
+        )
+        SELECT coalesce(context_currency, ''), sum(context), sum(cited_context),
+            sum(unused_context), count(*)
+        FROM measured WHERE {known} GROUP BY ALL
+        """
+    ).fetchall()
+    totals: dict[str, tuple[Decimal, Decimal, Decimal]] = {}
+    requests = 0
+    for currency, context, cited, unused, count in rows:
+        requests += int(count)
+        if currency or context:
+            totals[str(currency)] = (Decimal(context), Decimal(cited), Decimal(unused))
+    return totals, requests
+
+
+def _context_by_request(connection: Any) -> tuple[ContextFigures, ...]:
+    """Each request's context spend, by request id."""
+    rows = connection.execute(
+        f"""
+        {_LATEST}
+        SELECT request, context, cited_context, unused_context, context_currency,
+            context_unknown
+        FROM latest ORDER BY request
+        """
+    ).fetchall()
+    found = []
+    for request, context, cited, unused, currency, unknown in rows:
+        amounts = [_amount(value) for value in (context, cited, unused)]
+        whole = None not in amounts
+        found.append(
+            ContextFigures(
+                str(request),
+                context=amounts[0] if whole else None,
+                cited=amounts[1] if whole else None,
+                unused=amounts[2] if whole else None,
+                currency=currency,
+                unknown=unknown,
+            )
+        )
+    return tuple(found)
+
+
+def _amount(text: object) -> Decimal | None:
+    """A logged amount as an exact decimal, ``None`` unless it is a non-negative number."""
+    if not isinstance(text, str):
+        return None
+    try:
+        value = Decimal(text)
+    except ArithmeticError:
+        return None
+    return value if value.is_finite() and value >= 0 else None

@@ -1,12 +1,16 @@
 """A dated price table made from genai-prices' bundled data (``spanledger prices import``).
 
 genai-prices (pydantic/genai-prices) ships its price data inside the package, so the import
-reads it offline and never fetches. Only embedding models of the providers spanledger knows
-are kept: genai-prices has no rerank prices, and a price that spanledger's table cannot hold
-exactly (tiers, time-of-day rates, rates besides input tokens) is skipped with its reason
-rather than approximated. An output-token rate is the one exception: an embedding call has no
-output tokens, so that rate applies to nothing and is left out (and said so in the note).
-Rates are copied as ``Decimal``, never through ``float``.
+reads it offline and never fetches. Two kinds of model of the providers spanledger knows are
+kept. Embedding models, priced whole: genai-prices has no rerank prices, and a price that
+spanledger's table cannot hold exactly (tiers, time-of-day rates, rates besides input tokens)
+is skipped with its reason rather than approximated; an output-token rate is the one exception
+(an embedding call has no output tokens, so that rate applies to nothing and is left out, and
+said so in the note). And language models, by their input-token rate only: that rate prices
+the context a prompt carried (``RequestReport.context_spend``); their output, cache and other
+rates price nothing spanledger records and are left out (said so in the note), while an input
+rate the table cannot hold exactly (tiered) is skipped with its reason. Rates are copied as
+``Decimal``, never through ``float``.
 
 ``import spanledger`` never loads genai-prices: it is imported inside ``read_genai_prices``.
 """
@@ -14,7 +18,7 @@ Rates are copied as ``Decimal``, never through ``float``.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
@@ -26,7 +30,15 @@ from spanledger.ledger.prices import PriceEntry, PriceTable, PriceTableError
 if TYPE_CHECKING:
     from genai_prices.types import ConditionalPrice, MatchLogic, ModelInfo, ModelPrice, Provider
 
-__all__ = ["PROVIDERS", "Imported", "convert_genai_prices", "is_embedding", "read_genai_prices"]
+__all__ = [
+    "LANGUAGE_MODEL_PROVIDERS",
+    "PROVIDERS",
+    "Imported",
+    "convert_genai_prices",
+    "is_embedding",
+    "is_language_model",
+    "read_genai_prices",
+]
 
 PROVIDERS: Mapping[str, str] = {
     "openai": "openai",
@@ -47,12 +59,19 @@ ids map to one provider, the first listed wins a model both list. Jina, TEI and 
 counterpart in genai-prices (TEI and Ollama are self-hosted); every other provider is
 skipped."""
 
+LANGUAGE_MODEL_PROVIDERS: Mapping[str, str] = {"anthropic": "anthropic"}
+"""genai-prices provider id -> spanledger provider id, for providers whose language models
+spanledger reads the answers of (the chat wires) but records no embedding or rerank call of;
+their language models' input rates are imported beside ``PROVIDERS``' own."""
+
 INSTALL_HINT = (
     "genai-prices is not installed; install it with: pip install 'spanledger[genai-prices]'"
 )
 _CURRENCY = "USD"  # genai-prices prices everything in US dollars
 _RATE_KEY = "input_mtok"  # genai-prices' input-token price, per million tokens
 _OUTPUT_KEY = "output_mtok"  # applies to no embedding call: embeddings have no output tokens
+_INPUT_ONLY = "; input rate only, for a prompt's context"
+"""The note on a language model's entry (followed by the rates left out)."""
 
 
 @dataclass
@@ -67,6 +86,11 @@ class Imported:
     """Embedding models skipped per genai-prices provider that spanledger does not know."""
     skipped: dict[str, list[str]] = field(default_factory=dict)
     """Reason -> ``provider/model`` labels of embedding models that could not be imported."""
+    language_models: int = 0
+    """Entries that are language models' input rates (the rest are embedding models')."""
+    skipped_language_models: dict[str, list[str]] = field(default_factory=dict)
+    """Reason -> ``provider/model`` labels of language models whose input rate could not be
+    imported."""
 
     def toml(self) -> str:
         """The table as TOML, checked to read back through ``PriceTable`` as these entries."""
@@ -74,9 +98,11 @@ class Imported:
             f"# spanledger price table imported from {self.source} (pydantic/genai-prices)",
             f"# on {self.checked.isoformat()} by `spanledger prices import genai-prices`.",
             "#",
-            "# Embedding models only. input_per_mtok is genai-prices' input price per million",
-            "# tokens, copied exactly. 'checked' is the date of this import: genai-prices' data",
-            "# carries no date of its own, so check the vendor's pricing page before billing.",
+            "# Embedding models, and language models' input rates (what the context a prompt",
+            "# carried cost; their output and cache rates are not imported). input_per_mtok is",
+            "# genai-prices' input price per million tokens, copied exactly. 'checked' is the",
+            "# date of this import: genai-prices' data carries no date of its own, so check the",
+            "# vendor's pricing page before billing.",
             "# Rerank prices are not in genai-prices' data and stay yours: add your rerank",
             "# entries (per_search_unit, input_per_mtok or per_request) to this table, or",
             "# spanledger reports rerank calls as unpriced. Re-running the import with --output",
@@ -125,7 +151,8 @@ def read_genai_prices(today: date | None = None) -> Imported:
 def convert_genai_prices(
     providers: Iterable[Provider], *, version: str, today: date | None = None
 ) -> Imported:
-    """The price entries for genai-prices' embedding models of the providers in ``PROVIDERS``.
+    """The price entries for genai-prices' embedding models of the providers in ``PROVIDERS``,
+    and the input rates of their language models (and of ``LANGUAGE_MODEL_PROVIDERS``').
 
     ``checked`` is ``today`` (UTC by default): genai-prices' data has no date of its own."""
     checked = today if today is not None else datetime.now(UTC).date()
@@ -136,39 +163,66 @@ def convert_genai_prices(
     for provider in providers:
         target = PROVIDERS.get(provider.id)
         embeddings = [model for model in provider.models if is_embedding(provider.id, model)]
-        if target is None:
-            if embeddings:
-                imported.unknown_providers[provider.id] = len(embeddings)
-            continue
+        if target is None and embeddings:
+            imported.unknown_providers[provider.id] = len(embeddings)
         ids = {model.id for model in provider.models}  # a model's own name beats an alias
+        if target is not None:
+            taken = taken_by_target.setdefault(target, set())
+            for model in embeddings:
+                _take(imported, model, target, _windows(model, _rate), ids, taken, note)
+        target = target or LANGUAGE_MODEL_PROVIDERS.get(provider.id)
+        if target is None:
+            continue
         taken = taken_by_target.setdefault(target, set())
-        for model in embeddings:
-            windows, reason = _windows(model)
-            if reason is None and model.id in taken:
-                reason = "listed twice"
-            if reason is not None:
-                imported.skipped.setdefault(reason, []).append(f"{target}/{model.id}")
-                continue
-            aliases = [name for name in _aliases(model.match) if name not in ids | taken]
-            extra = _output_note(model) + _variants_note(model)
-            for name in [model.id, *dict.fromkeys(aliases)]:
-                taken.add(name)
-                alias = f"; alias of {model.id}" if name != model.id else ""
-                imported.entries.extend(
-                    PriceEntry(
-                        provider=target,
-                        model=name,
-                        currency=_CURRENCY,
-                        input_per_mtok=rate,
-                        valid_from=_moment(start),
-                        valid_until=_moment(end),
-                        checked=checked,
-                        note=note + alias + extra,
-                    )
-                    for start, end, rate in windows
-                )
+        for model in provider.models:
+            if is_language_model(provider.id, model):
+                windows = _windows(model, _input_rate)
+                _take(imported, model, target, windows, ids, taken, note, language=True)
     imported.entries.sort(key=lambda e: (e.provider, e.model, e.valid_from or _EARLIEST))
     return imported
+
+
+def _take(
+    imported: Imported,
+    model: ModelInfo,
+    target: str,
+    found: tuple[list[_Window], str | None],
+    ids: set[str],
+    taken: set[str],
+    note: str,
+    *,
+    language: bool = False,
+) -> None:
+    """Add the model's entries under ``target`` (its own name and its aliases), or say why
+    it was skipped."""
+    windows, reason = found
+    if reason is None and model.id in taken:
+        reason = "listed twice"
+    if reason is not None:
+        skipped = imported.skipped_language_models if language else imported.skipped
+        skipped.setdefault(reason, []).append(f"{target}/{model.id}")
+        return
+    aliases = [name for name in _aliases(model.match) if name not in ids | taken]
+    extra = (_left_out_note(model) if language else _output_note(model)) + _variants_note(model)
+    for name in [model.id, *dict.fromkeys(aliases)]:
+        taken.add(name)
+        alias = f"; alias of {model.id}" if name != model.id else ""
+        entries = [
+            PriceEntry(
+                provider=target,
+                model=name,
+                currency=_CURRENCY,
+                input_per_mtok=rate,
+                valid_from=_moment(start),
+                valid_until=_moment(end),
+                checked=imported.checked,
+                note=note + alias + extra,
+            )
+            for start, end, rate in windows
+        ]
+        imported.entries.extend(entries)
+        if language:
+            imported.language_models += len(entries)
 
 
 def is_embedding(provider_id: str, model: ModelInfo) -> bool:
@@ -185,15 +239,19 @@ _EARLIEST = datetime.min.replace(tzinfo=UTC)
 _Window = tuple[date | None, date | None, Decimal]
 
 
-def _windows(model: ModelInfo) -> tuple[list[_Window], str | None]:
-    """The model's input rate over time as ``(valid_from, valid_until, rate)``, or why it
-    cannot be imported. genai-prices' conditional prices use the last one whose start date
-    has passed (the first when none has); adjacent periods at one rate are merged."""
+_RateOf = Callable[["ModelPrice"], tuple[Decimal | None, str | None]]
+
+
+def _windows(model: ModelInfo, rate_of: _RateOf) -> tuple[list[_Window], str | None]:
+    """The model's input rate over time as ``(valid_from, valid_until, rate)`` (each period's
+    rate read by ``rate_of``), or why it cannot be imported. genai-prices' conditional prices
+    use the last one whose start date has passed (the first when none has); adjacent periods
+    at one rate are merged."""
     from genai_prices.types import ModelPrice, StartDateConstraint
 
     prices = model.prices
     if isinstance(prices, ModelPrice):
-        rate, reason = _rate(prices)
+        rate, reason = rate_of(prices)
         return ([(None, None, rate)] if rate is not None else []), reason
     if not prices:
         return [], "no price"
@@ -209,7 +267,7 @@ def _windows(model: ModelInfo) -> tuple[list[_Window], str | None]:
     windows: list[_Window] = []
     for index, start in enumerate(edges):
         end = edges[index + 1] if index + 1 < len(edges) else None
-        rate, reason = _rate(_in_force(prices, start))
+        rate, reason = rate_of(_in_force(prices, start))
         if rate is None:
             return [], reason
         if windows and windows[-1][2] == rate:
@@ -251,6 +309,48 @@ def _rate(prices: ModelPrice) -> tuple[Decimal | None, str | None]:
     if not value.is_finite() or value < 0:
         return None, "unreadable price"
     return value, None
+
+
+def _input_rate(prices: ModelPrice) -> tuple[Decimal | None, str | None]:
+    """A language model's input rate per million tokens alone (its other rates price nothing
+    spanledger records), or why there is none spanledger can hold."""
+    value = prices.input_mtok
+    if value is None:
+        return None, "no input-token price"
+    if not isinstance(value, Decimal):
+        return None, "tiered pricing" if hasattr(value, "tiers") else "unreadable price"
+    if not value.is_finite() or value < 0:
+        return None, "unreadable price"
+    return value, None
+
+
+def is_language_model(provider_id: str, model: ModelInfo) -> bool:
+    """A model priced by its input tokens that is neither an embedding model nor a
+    reranker: a chat or completion model, whose input rate prices a prompt's context."""
+    from genai_prices.types import ModelPrice
+
+    if is_embedding(provider_id, model) or "rerank" in f"{model.id} {model.name or ''}".lower():
+        return False
+    prices = model.prices
+    listed = [prices] if isinstance(prices, ModelPrice) else [c.prices for c in prices]
+    return any(price.input_mtok is not None for price in listed)
+
+
+def _left_out_note(model: ModelInfo) -> str:
+    """The language model's note: only its input rate was taken, and which rates were not."""
+    from genai_prices.types import ModelPrice
+
+    prices = model.prices
+    listed = [prices] if isinstance(prices, ModelPrice) else [c.prices for c in prices]
+    others = sorted(
+        {
+            name
+            for price in listed
+            for name, value in vars(price).items()
+            if not name.startswith("_") and value is not None and name != _RATE_KEY
+        }
+    )
+    return _INPUT_ONLY + (f" ({', '.join(others)} not imported)" if others else "")
 
 
 def _aliases(match: MatchLogic) -> list[str]:
