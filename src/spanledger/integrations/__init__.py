@@ -19,6 +19,9 @@ from spanledger.integrations import (
     cohere,
     flashrank,
     google_genai,
+    haystack,
+    langchain,
+    llama_index,
     mistralai,
     ollama,
     openai,
@@ -40,5 +43,8 @@ INTEGRATIONS: tuple[Integration, ...] = (
     vertexai.INTEGRATION,
     sentence_transformers.INTEGRATION,
     flashrank.INTEGRATION,
+    langchain.INTEGRATION,
+    haystack.INTEGRATION,
+    llama_index.INTEGRATION,
 )
 """Every library integration, by the name ``instrument(sdks=[...])`` takes."""
