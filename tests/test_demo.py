@@ -1,17 +1,23 @@
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
 import spanledger
+import spanledger.demo
 from spanledger.cli import main
 from spanledger.demo import PASSAGES, QUESTION
 
 
 def test_demo_runs_a_priced_attributed_turn(tmp_path: Path) -> None:
+    """The turn's attribution is captured with no hand-written call: the demo serves, renders
+    and cites nothing itself (its source holds no such call)."""
+    source = Path(spanledger.demo.__file__).read_text()
+    assert re.search(r"\.(serve|select|render|cite\w*)\((?!\))", source) is None
     log_path = tmp_path / "events.jsonl"
     out = io.StringIO()
     with redirect_stdout(out):
@@ -29,8 +35,13 @@ def test_demo_runs_a_priced_attributed_turn(tmp_path: Path) -> None:
     [record] = log.attributions
     assert record.request_id.startswith("demo-turn-")
     assert {e.request_id for e in log.events} == {record.request_id}  # one id, fresh per run
+    assert record.frames_served == 6  # the reranker's input, its top 3 selected
     assert record.frames_rendered == 3
     assert record.frames_cited == 2
+    assert record.model_calls == 1
+    assert record.cited_by == {"prompt_label": 2}  # the answer's [1] and [2]
+    assert record.context_spend is not None and record.context_spend > 0
+    assert record.unused_context_spend is not None and record.unused_context_spend > 0
     assert record.cited_token_share is not None
     assert 0 < record.cited_token_share < 1
     assert record.reconcilable

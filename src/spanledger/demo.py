@@ -1,9 +1,12 @@
 """``spanledger demo``: a retrieval-augmented turn end to end, offline, on a local stand-in.
 
 The turn embeds bundled passages and a question, retrieves candidates by vector similarity,
-reranks them through a fallback chain whose first reranker times out, renders the top passages
-into a prompt, takes a scripted answer that cites some of them, prices every call from the
-example price table and prints the request's report; then ``spanledger report`` over the log.
+reranks them through a fallback chain whose first reranker times out, puts the top passages
+into a numbered prompt and asks the stand-in's chat route, whose scripted answer cites two of
+them. No attribution call is written: the rerank served and selected the frames, the chat call
+(through the recording transport) rendered and cited them. Every call is priced from the example
+price table, the context the prompt carried at the chat model's input rate, and the request's
+report is printed; then ``spanledger report`` over the log.
 Exporters configured from the environment (OTLP, Langfuse) receive the same turn.
 ``--tour`` instead drives every provider class once.
 """
@@ -16,12 +19,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from spanledger.attribution import ServedFrame, request
+import httpx
+
+from spanledger.attribution import request
 from spanledger.chains import with_fallback
 from spanledger.configuration import configure
 from spanledger.errors import ProviderError
 from spanledger.eventlog import read_events
 from spanledger.exporters import ConsoleSink, JsonlSink
+from spanledger.instrumentation import transport
 from spanledger.ledger import example_prices_path
 from spanledger.providers import (
     AzureOpenAIEmbeddings,
@@ -46,7 +52,7 @@ from spanledger.recorder import Recorder, use
 from spanledger.reporting import run_report
 from spanledger.testing import StandIn
 
-__all__ = ["ANSWER", "PASSAGES", "QUESTION", "run_demo", "run_tour"]
+__all__ = ["CHAT_MODEL", "PASSAGES", "QUESTION", "run_demo", "run_tour"]
 
 QUESTION = "How do tides depend on the moon?"
 
@@ -62,10 +68,7 @@ PASSAGES = [
 ]
 
 
-ANSWER = (
-    "Spring tides come when the sun and the moon line up [1]; the moon's gravity drives the "
-    "regular rise and fall of the sea [2]."
-)
+CHAT_MODEL = "gpt-4o-mini"
 REQUEST_PREFIX = "demo-turn-"
 
 
@@ -104,13 +107,10 @@ def run_demo(events_path: Path, out: TextIO) -> int:
                 + ", ".join(f"{a.provider}/{a.model} {a.status}" for a in outcome.attempts)
                 + "\n"
             )
-            served = turn.serve(outcome, candidates, provider_id="rerank")
-            prompt = "\n".join(
-                f"[{n}] {candidates[frame_index(frame)]}" for n, frame in enumerate(served, 1)
-            )
-            turn.render(served)
-            out.write(f"\nprompt context:\n{prompt}\n\nscripted answer: {ANSWER}\n")
-            turn.cite_from_text(ANSWER, served)
+            chosen = [candidates[result.index] for result in outcome.results]
+            prompt = "\n".join(f"[{n}] {text}" for n, text in enumerate(chosen, 1))
+            answer = _ask(standin, prompt)
+            out.write(f"\nprompt context:\n{prompt}\n\nscripted answer: {answer}\n")
             report = turn.report()
         finally:
             for provider in (embedder, slow_reranker, reranker):
@@ -124,9 +124,20 @@ def run_demo(events_path: Path, out: TextIO) -> int:
     return run_report(events_path, example_prices_path(), as_json=False, out=out)
 
 
-def frame_index(frame: ServedFrame) -> int:
-    """The candidate position a served frame came from (its frame id)."""
-    return int(frame.frame.frame_id)
+def _ask(standin: StandIn, context: str) -> str:
+    """Ask the stand-in's chat route, as an app's own HTTP client would: the recording
+    transport reads the prompt and the answer for the open request, in process."""
+    body = {
+        "model": CHAT_MODEL,
+        "messages": [
+            {"role": "system", "content": "Answer from the sources; cite them as [n].\n" + context},
+            {"role": "user", "content": QUESTION},
+        ],
+    }
+    with httpx.Client(transport=transport(), timeout=10.0) as client:
+        reply = client.post(standin.base_url("openai") + "/v1/chat/completions", json=body)
+    reply.raise_for_status()
+    return str(reply.json()["choices"][0]["message"]["content"])
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
