@@ -40,8 +40,10 @@ def test_demo_runs_a_priced_attributed_turn(tmp_path: Path) -> None:
     assert record.frames_cited == 2
     assert record.model_calls == 1
     assert record.cited_by == {"prompt_label": 2}  # the answer's [1] and [2]
-    assert record.context_spend is not None and record.context_spend > 0
-    assert record.unused_context_spend is not None and record.unused_context_spend > 0
+    assert record.context_spend is not None
+    assert record.context_spend > 0
+    assert record.unused_context_spend is not None
+    assert record.unused_context_spend > 0
     assert record.cited_token_share is not None
     assert 0 < record.cited_token_share < 1
     assert record.reconcilable

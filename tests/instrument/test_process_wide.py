@@ -180,8 +180,9 @@ def test_switching_on_twice_changes_nothing(standin: StandIn, switched: None) ->
 def test_bad_names_are_refused_with_a_sentence() -> None:
     with pytest.raises(
         ValueError,
-        match=r"no SDK named 'anthropic'.*botocore, cohere, flashrank, google\.genai, mistralai, "
-        r"ollama, openai, sentence_transformers, vertexai, voyageai",
+        match=r"no SDK named 'anthropic'.*botocore, cohere, flashrank, google\.genai, haystack, "
+        r"langchain_core, llama_index\.core, mistralai, ollama, openai, sentence_transformers, "
+        r"vertexai, voyageai",
     ):
         spanledger.instrument(sdks=["anthropic"])
     with pytest.raises(TypeError, match="list of SDK names"):

@@ -21,7 +21,7 @@ from spanledger.attribution import Passage
 
 __all__ = [
     "Component",
-    "Reply",
+    "GeneratorReply",
     "Role",
     "documents_in",
     "marked_texts",
@@ -169,7 +169,7 @@ def prompt_parts(values: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
+class GeneratorReply:
     """A generator's answer, as read from its output."""
 
     text: str
@@ -179,10 +179,10 @@ class Reply:
     model: str | None
 
 
-def replies(output: Mapping[str, Any]) -> list[Reply]:
+def replies(output: Mapping[str, Any]) -> list[GeneratorReply]:
     """A generator's replies (texts, or chat messages with their meta), each with what its meta
     reports: the input tokens, the model, the provider's citations."""
-    found: list[Reply] = []
+    found: list[GeneratorReply] = []
     metas = output.get("meta")
     values = output.get("replies")
     if not isinstance(values, list):
@@ -195,7 +195,7 @@ def replies(output: Mapping[str, Any]) -> list[Reply]:
         text = "\n".join(_message_parts(reply)) if not isinstance(reply, str) else reply
         model = meta.get("model")
         found.append(
-            Reply(
+            GeneratorReply(
                 text,
                 _citation_texts(meta),
                 _input_tokens(meta),

@@ -22,7 +22,7 @@ from typing import Any
 from spanledger.attribution import ModelCall, OpenRequest, Passage, RequestScope, open_request
 from spanledger.integrations.haystack.components import (
     Component,
-    Reply,
+    GeneratorReply,
     Role,
     documents_in,
     marked_texts,
@@ -52,7 +52,7 @@ def request_name(tags: Mapping[str, Any] | None) -> str:
 @dataclass
 class _Answer:
     call: ModelCall
-    replies: list[Reply]
+    replies: list[GeneratorReply]
     provider: str
     texts: set[str] = field(default_factory=set)
 
@@ -99,7 +99,7 @@ class Run:
             self.scope.frames.select_quietly(list(call.match.spans))
         return call
 
-    def answered(self, call: ModelCall, component: Component, found: list[Reply]) -> None:
+    def answered(self, call: ModelCall, component: Component, found: list[GeneratorReply]) -> None:
         answer = _Answer(call, found, component.provider, {reply.text for reply in found})
         if self.deferring:
             with self._lock:
