@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,71 @@ def _structlog_as_an_application_left_it() -> None:
     structlog = sys.modules.get("structlog")
     if structlog is not None and structlog.is_configured():
         structlog.reset_defaults()
+
+
+TESTS = Path(__file__).parent
+SLOW_FOLDERS = frozenset(
+    {
+        "differential",
+        "e2e",
+        "e2e_langfuse",
+        "fleet_html",
+        "frameworks",
+        "local_models",
+        "older_sdks",
+        "packaging",
+        "reliability",
+        "standin",
+    }
+)
+"""Folders whose tests start real backends, browsers, models, other venvs or fuzzers."""
+SLOW_FILES = frozenset(
+    {
+        "test_demo.py",
+        "test_fast_path.py",
+        "test_docs_site.py",
+        "test_layers.py",
+        "test_peer_matrix.py",
+        "test_readme_examples.py",
+        # Each of these spends seconds waiting out deadlines, retries and timeouts on purpose,
+        # or serves recorded traffic through every tool and path:
+        "test_caller_deadlines.py",
+        "test_deadlines.py",
+        "test_fleet_report_totals.py",
+        "test_loopback.py",
+        "test_never_raises.py",
+        "test_sdk_edges.py",
+        "test_sdk_retries.py",
+        "test_served_by_tools.py",
+        "test_testing_module.py",
+        "test_untested_versions.py",
+    }
+)
+"""Files of other folders that build the docs, run every example, drive peers' SDKs, or wait
+out time on purpose."""
+
+
+def _slow(path: Path) -> bool:
+    parts = path.relative_to(TESTS).parts
+    return bool(parts) and (parts[0] in SLOW_FOLDERS or path.name in SLOW_FILES)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark what the contributors' fast run leaves out (``pytest -m "not slow"``)."""
+    for item in items:
+        if _slow(item.path):
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """In the fast run, do not even import what it leaves out (the frameworks, torch): the
+    imports alone would take a good part of its two minutes."""
+    if config.getoption("markexpr", "") != "not slow":
+        return None
+    try:
+        return _slow(collection_path) or None
+    except ValueError:  # a path outside tests/
+        return None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
