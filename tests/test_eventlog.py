@@ -33,6 +33,7 @@ from spanledger import (
 )
 from spanledger.attribution import Evidence
 from spanledger.cli import main
+from spanledger.costs import CostLine, CostStatus
 from spanledger.eventlog import SCHEMA_VERSION, encode_event
 from spanledger.events import AttributionRecord, Event
 
@@ -378,7 +379,8 @@ def test_an_attribution_line_from_before_the_context_figures_reads_as_not_record
     assert (record.cited_by, record.capture_cut) == ({}, {})
     assert record.context_spend is None
     assert record.unknown_context_spend is None  # not recorded: no reason, no amount
-    assert json.loads(encode_event(record)) == OLD_RECORD  # written back as it was read
+    written = json.loads(encode_event(record))
+    assert written == {**OLD_RECORD, "spend_per_cited_token": "0.0000000432"}  # plain decimals
 
 
 def test_an_old_attribution_line_reports_its_context_spend_as_not_recorded(
@@ -467,3 +469,35 @@ def test_a_negative_context_amount_is_an_invalid_record(tmp_path: Path) -> None:
     log = read_events(path)
     assert log.attributions == []
     assert [p.reason for p in log.problems] == ["invalid attribution record"]
+
+
+def test_amounts_are_written_as_plain_decimals_wherever_they_are_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A small amount is ``0.00000012`` in the log, the report's JSON and CSV, never
+    ``1.2E-7``; read back, it is the same ``Decimal``."""
+    amount = Decimal("1.2E-7")
+    event = EmbeddingEvent(
+        call_id="c1", provider="cohere", model="embed-v4.0", started_at=STARTED_AT,
+        latency_ms=1.0, input_count=1,
+        usage=EmbeddingUsage(input_tokens=1),
+        cost=CostLine(CostStatus.PRICED, amount, "USD", dimensions={"input_tokens": amount}),
+    )  # fmt: skip
+    fields = {key: value for key, value in OLD_RECORD.items() if key != "schema"}
+    record = AttributionRecord.model_validate({**fields, "spend": amount})
+    path = tmp_path / "events.jsonl"
+    write_lines(path, [encode_event(event), encode_event(record)])
+    text = path.read_text()
+    assert "E-" not in text
+    assert '"amount":"0.00000012"' in text
+    assert '"spend":"0.00000012"' in text
+    log = read_events(path)
+    assert log.events[0].cost is not None
+    assert log.events[0].cost.amount == amount
+    assert log.attributions[0].spend == amount
+    for options in (["--json"], ["--csv"], ["--csv", "--by", "request"], []):
+        capsys.readouterr()
+        assert main(["report", str(path), *options]) == 0
+        out = capsys.readouterr().out
+        assert "E-" not in out, options
+        assert "0.00000012" in out, options

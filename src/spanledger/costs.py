@@ -16,14 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
+from typing import Annotated
+
+from pydantic import PlainSerializer
 
 __all__ = [
     "CHARGED_STATUSES",
     "KNOWN_STATUSES",
     "NOT_PRICED_STATUSES",
+    "Amount",
     "CostCode",
     "CostLine",
     "CostStatus",
+    "plain",
     "summed_cost",
 ]
 
@@ -67,6 +72,16 @@ class CostCode(StrEnum):
     """A local model (``billing == "local"``): no vendor bills it."""
 
 
+def plain(amount: Decimal) -> str:
+    """An amount as a plain decimal (``0.00000012``, never ``1.2E-7``), every digit it has: how
+    the event log, the reports and the exports write money for people and programs to read."""
+    return f"{amount:f}"
+
+
+Amount = Annotated[Decimal, PlainSerializer(plain, return_type=str, when_used="json")]
+"""A ``Decimal`` amount that JSON gets as a plain decimal string."""
+
+
 @dataclass(slots=True)
 class CostLine:
     """The cost of one call; ``reason`` says which rate or figure is missing, when one is.
@@ -77,11 +92,11 @@ class CostLine:
     """
 
     status: CostStatus
-    amount: Decimal | None = None
+    amount: Amount | None = None
     currency: str | None = None
     reason: str | None = None
     code: CostCode | None = None
-    dimensions: dict[str, Decimal] = field(default_factory=dict)
+    dimensions: dict[str, Amount] = field(default_factory=dict)
     price_entry: str | None = None
 
     @property

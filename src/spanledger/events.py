@@ -12,7 +12,6 @@ import os
 import random
 from collections.abc import Callable, Iterator, Sequence, Sized
 from datetime import datetime
-from decimal import Decimal
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -24,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from spanledger.costs import CostLine
+from spanledger.costs import Amount, CostLine
 from spanledger.errors import ErrorCategory, Fingerprint
 from spanledger.figures import MAX_COUNT
 
@@ -441,14 +440,14 @@ class AttributionRecord(_Record):
     """The billable characters the request's calls reported (Vertex AI's ``:predict``):
     ``None`` when none reported any, and in records written before it was recorded."""
     calls_without_usage: Count
-    spend: Decimal | None = None
+    spend: Amount | None = None
     currency: str | None = None
     spend_complete: bool
     unknown_spend: str | None = None
-    spend_per_cited_token: Decimal | None = None
+    spend_per_cited_token: Amount | None = None
     calls_by_status: dict[str, Count] = Field(default_factory=dict, exclude_if=_empty)
     """The request's calls per cost status (``no_price_table`` when nothing priced them)."""
-    spend_by_status: dict[str, Decimal] = Field(default_factory=dict, exclude_if=_empty)
+    spend_by_status: dict[str, Amount] = Field(default_factory=dict, exclude_if=_empty)
     """The known amount per cost status (priced, estimated, not billed), in ``currency``; a
     status whose calls mix currencies is left out."""
     chains_by_status: dict[str, Count] = Field(default_factory=dict, exclude_if=_empty)
@@ -461,13 +460,13 @@ class AttributionRecord(_Record):
     cited_by: dict[str, Count] = Field(default_factory=dict, exclude_if=_empty)
     """Frames cited per evidence that made them so (``provider_citation``,
     ``framework_marking``, ``prompt_label``, ``by_hand``)."""
-    context_spend: Decimal | None = Field(default=None, ge=0, exclude_if=_unset)
+    context_spend: Amount | None = Field(default=None, ge=0, exclude_if=_unset)
     """What the rendered context cost as the model calls' input tokens, in
     ``context_currency``; ``None`` when unknown (``unknown_context_spend`` says why) and in
     records written before it was recorded."""
-    cited_context_spend: Decimal | None = Field(default=None, ge=0, exclude_if=_unset)
+    cited_context_spend: Amount | None = Field(default=None, ge=0, exclude_if=_unset)
     """The cited frames' part of ``context_spend``."""
-    unused_context_spend: Decimal | None = Field(default=None, ge=0, exclude_if=_unset)
+    unused_context_spend: Amount | None = Field(default=None, ge=0, exclude_if=_unset)
     """The rest: the spend on rendered context the answer did not cite."""
     context_currency: str | None = Field(default=None, exclude_if=_unset)
     unknown_context_spend: str | None = Field(default=None, exclude_if=_unset)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from spanledger.costs import plain
 from spanledger.events import AttributionRecord
 from spanledger.ledger.report import money
 
@@ -134,7 +135,7 @@ def _to_json(figures: AttributionFigures) -> dict[str, Any]:
         "mean_cited_token_share": figures.mean_share,
         "median_cited_token_share": figures.median_share,
         "distribution": figures.bands,
-        "spend_per_cited_token": str(per_token) if per_token is not None else None,
+        "spend_per_cited_token": plain(per_token) if per_token is not None else None,
         "currency": currency,
         "requests_with_unknown_spend": figures.unknown_spend,
         "rendered_context_earned_nothing": list(figures.earned_nothing),

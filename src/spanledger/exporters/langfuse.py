@@ -32,7 +32,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from spanledger import _forksafe
-from spanledger.costs import CHARGED_STATUSES, CostLine, summed_cost
+from spanledger.costs import CHARGED_STATUSES, CostLine, plain, summed_cost
 from spanledger.events import (
     AttributionRecord,
     CallStarted,
@@ -193,7 +193,7 @@ def _attribution_metadata(record: AttributionRecord) -> dict[str, Any]:
         "spend_complete": record.spend_complete,
     }
     if record.spend is not None:
-        metadata["spend"] = str(record.spend)
+        metadata["spend"] = plain(record.spend)
         metadata["currency"] = record.currency
     metadata.update(_context_metadata(record))
     return metadata
@@ -218,7 +218,7 @@ def _context_metadata(record: AttributionRecord) -> dict[str, Any]:
         ("unused_context_spend", record.unused_context_spend),
     ):
         if amount is not None:
-            metadata[name] = str(amount)
+            metadata[name] = plain(amount)
     if record.context_currency is not None:
         metadata["context_currency"] = record.context_currency
     if record.unknown_context_spend is not None:

@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from spanledger.attribution.summary import AttributionFigures, ContextFigures, counted
-from spanledger.costs import NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
+from spanledger.costs import NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus, plain
 from spanledger.events import EmbeddingUsage, RerankUsage
 from spanledger.fleet.scan import CallGroup, Grouping, Scan
 from spanledger.ledger.pricing import Ledger
@@ -69,14 +69,14 @@ class FleetReport:
             "events": self.calls,
             "by": list(self.by),
             "status_counts": self.status_counts(),
-            "spend": {currency: str(amount) for currency, amount in self.spend().items()},
+            "spend": {currency: plain(amount) for currency, amount in self.spend().items()},
             "rows": [
                 {
                     **dict(zip(self.by, keys, strict=True)),
                     "status": status,
                     "currency": currency or None,
                     "calls": row.calls,
-                    "amount": str(row.amount) if status in AMOUNT_STATUSES else None,
+                    "amount": plain(row.amount) if status in AMOUNT_STATUSES else None,
                     "input_tokens": row.input_tokens,
                     "search_units": row.search_units,
                     "billable_characters": row.billable_characters,
@@ -115,7 +115,7 @@ class FleetReport:
         contexts = {each.request_id: each for each in self.attribution.by_request or ()}
         at = self.by.index("request") if per_request else 0
         for (keys, status, currency), row in self._sorted_rows():
-            amount = str(row.amount) if status in AMOUNT_STATUSES else ""
+            amount = plain(row.amount) if status in AMOUNT_STATUSES else ""
             writer.writerow(
                 [
                     *keys,

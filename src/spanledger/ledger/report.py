@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from spanledger.costs import KNOWN_STATUSES, NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus
+from spanledger.costs import (
+    KNOWN_STATUSES,
+    NOT_PRICED_STATUSES,
+    CostCode,
+    CostLine,
+    CostStatus,
+    plain,
+)
 from spanledger.events import EmbeddingFailedEvent, Event, RerankFailedEvent
 from spanledger.ledger.pricing import LOCAL_BILLING, Ledger, local_model, unbilled_failure
 from spanledger.ledger.totals import Totals
@@ -46,7 +53,7 @@ class SpendReport:
                     "status": status,
                     "currency": currency or None,
                     "calls": group.calls,
-                    "amount": str(group.amount) if status in AMOUNT_STATUSES else None,
+                    "amount": plain(group.amount) if status in AMOUNT_STATUSES else None,
                     "input_tokens": group.input_tokens,
                     "search_units": group.search_units,
                     "billable_characters": group.billable_characters,
@@ -55,7 +62,7 @@ class SpendReport:
         return {
             "events": self.events,
             "status_counts": self.status_counts(),
-            "spend": {currency: str(amount) for currency, amount in self.totals.spend().items()},
+            "spend": {currency: plain(amount) for currency, amount in self.totals.spend().items()},
             "rows": rows,
             "unpriced_models": [
                 {"provider": p, "model": m, "reason": r, "calls": n}
