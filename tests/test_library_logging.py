@@ -28,7 +28,7 @@ event = EmbeddingEvent(
     usage=EmbeddingUsage(input_tokens=5),
 )
 listed = {"provider": "acme", "model": "listed-model", "per_request": 1}
-Ledger(PriceTable.from_dict({"prices": [listed]})).price(event)
+Ledger(PriceTable.from_dict({"prices": [listed], "custom_providers": ["acme"]})).price(event)
 """
 
 

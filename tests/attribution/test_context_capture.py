@@ -178,3 +178,17 @@ def test_a_capture_after_serving_by_hand_names_the_hand_served_frames() -> None:
     assert report.problems() == []
     [cited] = [use for use in report.uses if use.cited]
     assert cited.frame == by_hand[0].frame
+
+
+def test_a_framework_s_name_for_a_provider_is_priced_under_spanledger_s_id() -> None:
+    """LangChain names Bedrock ``amazon_bedrock``, LlamaIndex Mistral ``mistralai``: the call
+    is priced under the ids the price table uses."""
+    _, context = capture()
+    context.served([Passage(MOON, "m")], provider_id="search")
+    for given, expected in (("amazon_bedrock", "aws.bedrock"), ("mistralai", "mistral_ai")):
+        call = context.prompted([f"[1] {MOON}"])
+        context.answered(call, "So [1].", provider=given, model="m", input_tokens=10)
+        assert call.provider == expected
+    call = context.prompted([f"[1] {MOON}"])
+    context.answered(call, "So [1].", provider="acme-llm", model="m", input_tokens=10)
+    assert call.provider == "acme-llm"  # a name spanledger does not know is kept as it is

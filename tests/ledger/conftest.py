@@ -25,6 +25,7 @@ from spanledger.events import (
     RerankUsage,
 )
 from spanledger.ledger import PriceTable, pricing
+from spanledger.provider_ids import PROVIDER_IDS
 from spanledger.testing import StandIn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -140,7 +141,10 @@ def entry(provider: str, model: str, **fields: Any) -> dict[str, Any]:
 
 
 def table(*entries: dict[str, Any], currency: str = "USD") -> PriceTable:
-    return PriceTable.from_dict({"currency": currency, "prices": list(entries)})
+    """A table of ``entries``; providers of the tests' own making are declared as custom."""
+    custom = sorted({row["provider"] for row in entries} - PROVIDER_IDS)
+    data = {"currency": currency, "prices": list(entries), "custom_providers": custom}
+    return PriceTable.from_dict(data)
 
 
 class ListSink:

@@ -97,7 +97,9 @@ def test_toml_json_and_dict_of_the_same_shape_load_the_same_entries(tmp_path: Pa
 
 
 def test_currency_defaults_to_usd() -> None:
-    loaded = PriceTable.from_dict({"prices": [entry("p", "m", per_request="1")]})
+    loaded = PriceTable.from_dict(
+        {"prices": [entry("p", "m", per_request="1")], "custom_providers": ["p"]}
+    )
     assert loaded.currency == "USD"
     assert loaded.entries[0].currency == "USD"
 
@@ -128,8 +130,8 @@ def test_json_float_rates_become_their_short_decimal(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
         "floats.json",
-        '{"prices": [{"provider": "p", "model": "m", "input_per_mtok": 0.1,'
-        ' "per_search_unit": 0.0000001234567, "per_request": 2.675}]}',
+        '{"custom_providers": ["p"], "prices": [{"provider": "p", "model": "m",'
+        ' "input_per_mtok": 0.1, "per_search_unit": 0.0000001234567, "per_request": 2.675}]}',
     )
     rates = PriceTable.load(path).entries[0]
     assert rates.input_per_mtok == Decimal("0.1")
@@ -146,7 +148,7 @@ def test_toml_float_and_string_rates_are_decimal(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
         "floats.toml",
-        '[[prices]]\nprovider = "p"\nmodel = "m"\ninput_per_mtok = 0.1\n'
+        'custom_providers = ["p"]\n[[prices]]\nprovider = "p"\nmodel = "m"\ninput_per_mtok = 0.1\n'
         'per_search_unit = "0.1"\nper_request = 7\n',
     )
     rates = PriceTable.load(path).entries[0]
@@ -156,7 +158,11 @@ def test_toml_float_and_string_rates_are_decimal(tmp_path: Path) -> None:
 
 
 def test_uppercase_json_suffix_is_read_as_json(tmp_path: Path) -> None:
-    path = _json_file(tmp_path, {"prices": [entry("p", "m", per_request="0.5")]}, "P.JSON")
+    path = _json_file(
+        tmp_path,
+        {"prices": [entry("p", "m", per_request="0.5")], "custom_providers": ["p"]},
+        "P.JSON",
+    )
     assert PriceTable.load(path).entries[0].per_request == Decimal("0.5")
 
 
@@ -347,7 +353,7 @@ def test_overlapping_windows_for_one_pattern_are_refused(
         tmp_path,
         {
             "prices": [
-                entry("other", "x", per_request="1"),
+                entry("jina", "x", per_request="1"),
                 entry("openai", "text-*", input_per_mtok="1", **first),
                 entry("openai", "text-*", input_per_mtok="2", **second),
             ]

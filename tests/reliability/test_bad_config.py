@@ -26,7 +26,7 @@ configure_module = importlib.import_module("spanledger.configuration")
 
 SECRET = "s3cr3t-VALUE"
 PUBLIC = "pk-lf-public-KEY"
-GOOD_PRICES = '[[prices]]\nprovider = "p"\nmodel = "m"\nper_request = "0.001"\n'
+GOOD_PRICES = '[[prices]]\nprovider = "cohere"\nmodel = "m"\nper_request = "0.001"\n'
 
 
 @dataclass
@@ -438,7 +438,7 @@ def test_shutdown_timeout_reaches_the_recorder_by_default() -> None:
 def test_the_price_table_is_loaded_once_before_the_recorder_is_built(tmp_path: Path) -> None:
     table = tmp_path / "prices.json"
     table.write_text(
-        '{"prices": [{"provider": "p", "model": "m", "per_request": "0.5"}]}', encoding="utf-8"
+        '{"prices": [{"provider": "cohere", "model": "m", "per_request": "0.5"}]}', encoding="utf-8"
     )
 
     recorder = spanledger.configure(environ={"SPANLEDGER_PRICES": str(table)}, install=False)

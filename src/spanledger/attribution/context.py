@@ -28,6 +28,7 @@ from spanledger.attribution.matching import (
 from spanledger.attribution.tracker import FrameTracker
 from spanledger.attribution.uses import Evidence, ProblemKind
 from spanledger.estimates import utf8_bytes
+from spanledger.provider_ids import canonical
 
 __all__ = ["Caps", "ContextCapture", "ModelCall", "Passage"]
 
@@ -225,7 +226,7 @@ class ContextCapture:
         count of what it read (for the context's spend; ``None``: not reported)."""
         call.answered = True
         call.input_tokens = input_tokens
-        call.provider = provider
+        call.provider = (canonical(provider) or provider) if provider else provider
         call.model = model
         if len(answer) > self.caps.answer_chars:
             with self._lock:

@@ -27,6 +27,7 @@ from typing import Any
 from spanledger._logs import get_logger
 from spanledger.errors import ConfigurationError
 from spanledger.ledger.currencies import is_currency
+from spanledger.provider_ids import PROVIDER_IDS, nearest
 
 __all__ = [
     "LOOKUP_CACHE_SIZE",
@@ -51,7 +52,7 @@ RATE_FIELDS = (
 _ENTRY_FIELDS = frozenset(
     {"provider", "model", "currency", "valid_from", "valid_until", "checked", "note", *RATE_FIELDS}
 )
-_TABLE_FIELDS = frozenset({"currency", "prices"})
+_TABLE_FIELDS = frozenset({"currency", "prices", "custom_providers"})
 _GLOB_CHARS = frozenset("*?[")
 _MILLION = Decimal(1_000_000)
 _THOUSAND = Decimal(1_000)
@@ -226,6 +227,8 @@ class PriceTable:
         if not isinstance(rows, Sequence) or isinstance(rows, str):
             raise PriceTableError(f"{source}: field 'prices' must be a list of entries")
         entries = [_entry(row, i, currency, source) for i, row in enumerate(rows)]
+        custom = _custom_providers(data.get("custom_providers", []), source)
+        _check_providers(entries, custom, source)
         table = cls(entries, currency, source)
         table._check_overlaps()
         if not entries:
@@ -332,6 +335,43 @@ def _patterns_meet(first: PriceEntry, second: PriceEntry) -> bool:
     prefix_a = first.model.split("*", 1)[0].split("?", 1)[0]
     prefix_b = second.model.split("*", 1)[0].split("?", 1)[0]
     return prefix_a.startswith(prefix_b) or prefix_b.startswith(prefix_a)
+
+
+def _custom_providers(value: object, source: str) -> frozenset[str]:
+    """The providers of the user's own a table declares (``custom_providers``)."""
+    where = f"{source}: field 'custom_providers'"
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise PriceTableError(f"{where} must be a list of provider names")
+    for name in value:
+        if not isinstance(name, str) or not name:
+            raise PriceTableError(f"{where} must be a list of non-empty strings")
+        if name in PROVIDER_IDS:
+            raise PriceTableError(
+                f"{where}: {name!r} is a provider spanledger records already; leave it out"
+            )
+    return frozenset(value)
+
+
+def _check_providers(entries: Sequence[PriceEntry], custom: frozenset[str], source: str) -> None:
+    """Refuse an entry whose provider is none an event carries (a misspelling prices nothing,
+    silently), naming the id it was probably meant to be; declared providers pass."""
+    unknown = [
+        (index, entry)
+        for index, entry in enumerate(entries)
+        if entry.provider not in PROVIDER_IDS and entry.provider not in custom
+    ]
+    if not unknown:
+        return
+    index, entry = unknown[0]
+    meant = nearest(entry.provider)
+    hint = f"Did you mean {meant!r}? " if meant is not None else ""
+    others = len({e.provider for _, e in unknown} - {entry.provider})
+    more = f" ({others} other unknown provider{'s' if others != 1 else ''} too)" if others else ""
+    raise PriceTableError(
+        f"{source}: prices[{index}] ({entry.label}): provider {entry.provider!r} is not one "
+        f"spanledger records, so the entry would price nothing{more}. {hint}A provider of "
+        "your own (events you record under that name) goes in the table's custom_providers list."
+    )
 
 
 def _entry(row: object, index: int, currency: str, source: str) -> PriceEntry:
