@@ -195,7 +195,7 @@ def test_the_parquet_export_has_the_source(calls: list[Any], tmp_path: Path) -> 
     target = tmp_path / "parquet"
     export_parquet([log], target)
     rows = duckdb.sql(
-        f"SELECT usage_source, input_tokens FROM read_parquet('{target}/**/*.parquet')"
+        f"SELECT usage_source, input_tokens FROM read_parquet('{target}/events/**/*.parquet')"
     ).fetchall()
     assert sorted(rows) == sorted(("tokenizer", e.usage.input_tokens) for e in calls)
 

@@ -4,18 +4,25 @@ Two tables under the target directory, each a Hive-style ``day=YYYY-MM-DD`` part
 ``events/`` (one row per call: its figures, outcome and cost line, flattened) and
 ``attribution/`` (each request's attribution records: the share, the retrieval spend, the
 context's spend as input tokens with its cited and unused parts, the evidence that cited
-frames). Only what the log holds is written, and the log never holds inputs, queries or
-documents. Lines that are not events are skipped and counted, as by ``spanledger report``.
+frames). Their columns and types are declared in ``spanledger.fleet.export_schema`` and every
+value is cast to its declared type. Both tables are always written: a table with no rows on a
+day the other has rows for (or, when the export found no rows at all, on one day) gets an
+empty file with the full schema in that day's partition, so a scheduled load reads an empty
+table rather than failing on a missing path. Only what the log holds is written, and the log
+never holds inputs, queries or documents. Lines that are not events are skipped and counted,
+as by ``spanledger report``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from spanledger.errors import ConfigurationError
+from spanledger.fleet.export_schema import PARTITION, TABLES
 from spanledger.fleet.scan import (
     connect,
     in_range,
@@ -89,23 +96,28 @@ _EVENT_COLUMNS = {
     "unknown_context_spend": "VARCHAR",
     "capture_cut": "MAP(VARCHAR, BIGINT)",
 }
-_EVENTS = """kind, call_id, request_id, logical_call_id, attempt, retried, provider, model,
-    ts AS started_at, latency_ms, server_address, server_port, response_model, response_id,
-    billing, input_count, input_type, dimensions, query_length, document_count, top_k, result_count,
-    usage.input_tokens AS input_tokens, usage.search_units AS search_units,
-    usage.billable_characters AS billable_characters, usage_source,
-    estimated_usage.input_tokens AS estimated_input_tokens,
-    estimated_usage.search_units AS estimated_search_units,
-    error_category, error_type, status_code, retry_after,
-    cost.status AS cost_status, cost.amount AS cost_amount, cost.currency AS cost_currency,
-    cost.code AS cost_code, cost.price_entry AS price_entry"""
-_ATTRIBUTION = """request_id, ts AS at, frames_served, frames_rendered, frames_cited,
-    rendered_tokens, cited_tokens, uncited_rendered_tokens, cited_token_share, reconcilable,
-    calls, billed_input_tokens, billed_search_units, billed_characters, calls_without_usage,
-    spend, currency,
-    spend_complete, spend_per_cited_token, model_calls, quoted_tokens, cited_by, context_spend,
-    cited_context_spend, unused_context_spend, context_currency, unknown_context_spend,
-    capture_cut"""
+"""How each line of a log is read (the union of what events and attribution records hold)."""
+
+_SOURCES: Mapping[str, Mapping[str, str]] = {
+    "events": {
+        "started_at": "ts",
+        "input_tokens": "usage.input_tokens",
+        "search_units": "usage.search_units",
+        "billable_characters": "usage.billable_characters",
+        "estimated_input_tokens": "estimated_usage.input_tokens",
+        "estimated_search_units": "estimated_usage.search_units",
+        "cost_status": "cost.status",
+        "cost_amount": "cost.amount",
+        "cost_currency": "cost.currency",
+        "cost_code": "cost.code",
+        "price_entry": "cost.price_entry",
+    },
+    "attribution": {"at": "ts"},
+}
+"""Where an exported column comes from in a read row, when not the read column of its name."""
+
+_CLASS = {"events": "call", "attribution": "attribution"}
+"""The class of row (``scan.record_class``) each table holds."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +139,9 @@ def export_parquet(
     memory_limit: str = "256MB",
 ) -> Exported:
     """Write ``files``' events and attribution records under ``target`` (which must be empty
-    or new) as Parquet partitioned by day; amounts stay exact decimal strings."""
+    or new) as Parquet partitioned by day, every column cast to its declared type; amounts
+    stay exact decimal strings. Both tables have a partition for every day either has rows
+    on (an empty file where a table has none), so no reader meets a missing path."""
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ConfigurationError(f"--parquet {str(target)!r}: export into a new or empty directory")
     target.mkdir(parents=True, exist_ok=True)
@@ -142,24 +156,68 @@ def export_parquet(
             named,
         ).fetchall()
         counts = {str(name): (int(count), set(days or ())) for name, count, days in found}
-        for table, columns, kept in (
-            ("events", _EVENTS, "call"),
-            ("attribution", _ATTRIBUTION, "attribution"),
-        ):
-            if counts.get(kept, (0, set()))[0]:
-                folder = str(target / table).replace("'", "''")
+        written = {table: counts.get(_CLASS[table], (0, set())) for table in TABLES}
+        covered = set().union(*(days for _, days in written.values())) or {_quiet_day(since)}
+        for table, (rows, days) in written.items():
+            select = _select(table)
+            if rows:
                 connection.execute(
-                    f"""COPY ({classified} SELECT {columns}, day FROM classified
-                        WHERE class = '{kept}')
-                    TO '{folder}' (FORMAT PARQUET, PARTITION_BY (day))""",
+                    f"""COPY ({classified} SELECT {select}, day FROM classified
+                        WHERE class = '{_CLASS[table]}')
+                    TO {_literal(target / table)} (FORMAT PARQUET, PARTITION_BY (day))""",
                     named,
                 )
+            for day in sorted(covered - days):
+                _write_empty(connection, table, target / table / f"{PARTITION[0]}={day}")
     finally:
         connection.close()
     events, event_days = counts.get("call", (0, set()))
     records, record_days = counts.get("attribution", (0, set()))
     classes = {name: count for name, (count, _) in counts.items()}
     return Exported(events, records, len(event_days | record_days), skipped(classes))
+
+
+def _select(table: str, *, empty: bool = False) -> str:
+    """The select list of ``table``: each declared column, in order, cast to its declared type
+    from its source in a read row (a typed ``NULL`` with ``empty``)."""
+    columns = TABLES[table]
+    sources = _SOURCES[table]
+    unknown = sorted(set(sources) - set(columns))
+    if unknown:
+        raise ValueError(f"{table}: sources for undeclared columns {unknown}")
+    cast = "CAST({} AS {}) AS {}"
+    return ", ".join(
+        cast.format("NULL" if empty else sources.get(name, _quoted(name)), kind, _quoted(name))
+        for name, kind in columns.items()
+    )
+
+
+def _write_empty(connection: Any, table: str, folder: Path) -> None:
+    """One Parquet file of ``table``'s full schema and no rows, in the partition ``folder``."""
+    folder.mkdir(parents=True)
+    connection.execute(
+        f"COPY (SELECT {_select(table, empty=True)} WHERE false) "
+        f"TO {_literal(folder / 'data_0.parquet')} (FORMAT PARQUET)"
+    )
+
+
+def _quiet_day(since: datetime | None) -> str:
+    """The day an export that found no rows at all writes its empty tables under: the day of
+    ``since`` (what a windowed, scheduled export asked for), else today (UTC)."""
+    moment = datetime.now(UTC) if since is None else since
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d")
+
+
+def _quoted(name: str) -> str:
+    """A column name as a SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(path: Path) -> str:
+    """A path as a SQL string literal (``COPY ... TO`` takes no parameter)."""
+    return "'" + str(path).replace("'", "''") + "'"
 
 
 def _classified(keep: str) -> str:
