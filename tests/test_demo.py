@@ -5,7 +5,10 @@ import re
 import subprocess
 import sys
 from contextlib import redirect_stdout
+from decimal import Decimal
 from pathlib import Path
+
+import pytest
 
 import spanledger
 import spanledger.demo
@@ -104,3 +107,52 @@ def test_console_script_is_installed(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "spanledger-events.jsonl").exists()
+
+
+def test_the_demo_takes_the_settings_it_shows_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    prices = tmp_path / "mine.toml"
+    prices.write_text(
+        '[[prices]]\nprovider = "cohere"\nmodel = "*"\ninput_per_mtok = "0.2"\n'
+        'per_search_unit = "0.003"\n',
+        encoding="utf-8",
+    )
+    log = tmp_path / "logs" / "turns.jsonl"
+    log.parent.mkdir()
+    monkeypatch.setenv("SPANLEDGER_EVENTS", str(log))
+    monkeypatch.setenv("SPANLEDGER_PRICES", str(prices))
+    monkeypatch.setenv("SPANLEDGER_CONSOLE", "0")
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "settings from the environment: SPANLEDGER_EVENTS, SPANLEDGER_PRICES, " in out
+    assert "prices: mine.toml" in out
+    assert "embed  cohere" not in out  # SPANLEDGER_CONSOLE=0: no line per call
+    assert f"$ spanledger report {log} --prices {prices}\n" in out
+    assert not (tmp_path / "spanledger-events.jsonl").exists()
+    events = spanledger.read_events(log).events
+    rerank = next(e for e in events if e.kind == "rerank")
+    assert rerank.cost is not None
+    assert rerank.cost.amount == Decimal("0.003")  # the table given, not the example's
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SPANLEDGER_CONSOLE", "perhaps"),
+        ("SPANLEDGER_PRICES", "/no/such/prices.toml"),
+        ("SPANLEDGER_EVENTS", "/proc/no-such-dir/events.jsonl"),
+    ],
+)
+def test_a_bad_setting_stops_the_demo_with_its_name(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(variable, value)
+    assert main(["demo"]) == 1
+    assert capsys.readouterr().err.startswith(f"error: {variable} ")

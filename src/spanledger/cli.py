@@ -37,8 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--events",
         type=Path,
-        default=Path("spanledger-events.jsonl"),
-        help="where to append the JSONL event log (default: ./spanledger-events.jsonl)",
+        default=None,
+        help="where to append the JSONL event log (default: $SPANLEDGER_EVENTS, else "
+        "./spanledger-events.jsonl)",
     )
     report = commands.add_parser(
         "report", help="spend and cited token share from event logs, grouped as asked"
@@ -131,10 +132,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from spanledger._settings import writable_event_log
-        from spanledger.demo import run_demo, run_tour
+        from spanledger.demo import DEFAULT_EVENTS, run_demo, run_tour
 
-        writable_event_log(args.events, named="--events")
-        return (run_tour if args.tour else run_demo)(args.events, sys.stdout)
+        if args.tour:
+            events = args.events if args.events is not None else DEFAULT_EVENTS
+            writable_event_log(events, named="--events")
+            return run_tour(events, sys.stdout)
+        if args.events is not None:
+            writable_event_log(args.events, named="--events")
+        return run_demo(args.events, sys.stdout)
     if args.command == "report":
         from spanledger.fleet.options import groupings, moment
         from spanledger.reporting import run_report

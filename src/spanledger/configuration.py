@@ -174,14 +174,15 @@ class _LangfuseKeys:
         return f"_LangfuseKeys(public_key=..., secret_key=..., host={self.host!r})"
 
 
-def _events_setting(argument: object, env: Mapping[str, str]) -> str | None:
-    """The event log's path; one ending in a separator names a directory, made if need be."""
+def _events_setting(argument: object, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The event log's path and the setting that named it; a path ending in a separator names
+    a directory, made if need be."""
     value = settings.pick(argument, "events_path", env, "SPANLEDGER_EVENTS")
     if value is None:
         return None
     path = str(settings.event_log_path(value, directory=True))
     named_a_directory = os.fsdecode(value.raw).endswith(("/", os.sep))  # type: ignore[arg-type]
-    return path + os.sep if named_a_directory else path
+    return (path + os.sep if named_a_directory else path), value.source
 
 
 def _otel_setting(
@@ -308,7 +309,8 @@ def _shutdown_setting(argument: object, env: Mapping[str, str]) -> float:
 class _Plan:
     """Every setting in effect, read and checked, before anything is built."""
 
-    events: str | None
+    events: tuple[str, str] | None
+    """The event log's path, and the setting that named it."""
     providers: tuple[TracerProvider | None, MeterProvider | None] | None
     otel: _OtelSetting | None
     langfuse_client: Langfuse | None
@@ -323,7 +325,7 @@ def _build_sinks(plan: _Plan, built: list[SinkLike]) -> None:
     """Build the sinks the plan asks for, appending each to ``built`` as soon as it exists (so
     a later failure can shut down what was already started)."""
     if plan.events is not None:
-        built.append(_open_event_log(plan.events))
+        built.append(_open_event_log(*plan.events))
     if plan.providers is not None:
         built.append(_given_providers_exporter(*plan.providers, plan.capture_payload))
     elif plan.otel is not None:
@@ -338,12 +340,13 @@ def _build_sinks(plan: _Plan, built: list[SinkLike]) -> None:
         built.append(ConsoleSink())
 
 
-def _open_event_log(path: str) -> JsonlSink:
+def _open_event_log(path: str, source: str) -> JsonlSink:
     try:
         return JsonlSink(path)
     except OSError as error:
         raise ConfigurationError(
-            f"the event log {str(path)!r} cannot be opened for appending ({error.strerror})"
+            f"{source} names the event log {str(path)!r}, which cannot be opened for appending "
+            f"({error.strerror or type(error).__name__})"
         ) from None
 
 

@@ -14,7 +14,9 @@ Exporters configured from the environment (OTLP, Langfuse) receive the same turn
 from __future__ import annotations
 
 import math
+import os
 import shlex
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -72,22 +74,44 @@ CHAT_MODEL = "gpt-4o-mini"
 REQUEST_PREFIX = "demo-turn-"
 
 
-def run_demo(events_path: Path, out: TextIO) -> int:
-    """One retrieval-augmented turn, its report, then the report over the whole log."""
+DEFAULT_EVENTS = Path("spanledger-events.jsonl")
+"""Where the demo writes its log when neither ``--events`` nor ``SPANLEDGER_EVENTS`` says."""
+
+
+def run_demo(
+    events_path: Path | None, out: TextIO, environ: Mapping[str, str] | None = None
+) -> int:
+    """One retrieval-augmented turn, its report, then the report over the whole log.
+
+    The settings the demo lets you try come from the environment as they would in your app:
+    ``SPANLEDGER_EVENTS`` (unless ``events_path`` is given), ``SPANLEDGER_PRICES`` (else the
+    example table) and ``SPANLEDGER_CONSOLE`` (else one line per call on ``out``), with the
+    OTLP and Langfuse variables; a bad value stops the demo with the sentence naming it."""
+    env = os.environ if environ is None else environ
+    named = [name for name in _TRIED if env.get(name)]
+    if events_path is None and "SPANLEDGER_EVENTS" not in named:
+        events_path = DEFAULT_EVENTS
+    own_console = "SPANLEDGER_CONSOLE" not in named
     recorder = configure(
         events_path=events_path,
-        prices=example_prices_path(),
-        console=False,
-        sinks=[ConsoleSink(out)],
+        prices=None if "SPANLEDGER_PRICES" in named else example_prices_path(),
+        console=False if own_console else None,
+        sinks=[ConsoleSink(out)] if own_console else [],
         install=False,
+        environ=env,
     )
+    log = events_path if events_path is not None else Path(env["SPANLEDGER_EVENTS"])
+    prices = Path(env["SPANLEDGER_PRICES"]) if "SPANLEDGER_PRICES" in named else None
+    if named:
+        out.write(f"settings from the environment: {', '.join(named)}\n")
     out.write(
         "spanledger demo: one retrieval-augmented turn against a local STAND-IN server "
         "(hash vectors and word-overlap scores, not a real vendor)\n"
     )
     turn_id = REQUEST_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")  # one per run
     with StandIn() as standin, use(recorder), request(turn_id) as turn:
-        out.write(f"stand-in listening on {standin.url}; prices: {example_prices_path().name}\n\n")
+        table = prices if prices is not None else example_prices_path()
+        out.write(f"stand-in listening on {standin.url}; prices: {table.name}\n\n")
         embedder = CohereEmbeddings("embed-v4.0", base_url=standin.base_url("cohere"))
         slow_reranker = VoyageReranker(
             "rerank-2.5", base_url=standin.base_url("voyageai", "slow-3000")
@@ -117,11 +141,16 @@ def run_demo(events_path: Path, out: TextIO) -> int:
                 provider.close()
     out.write("\n" + report.render() + "\n")
     recorder.shutdown()
-    out.write(
-        "\n$ spanledger prices example > prices.toml\n"
-        f"$ spanledger report {shlex.quote(str(events_path))} --prices prices.toml\n"
-    )
-    return run_report(events_path, example_prices_path(), as_json=False, out=out)
+    out.write("\n")
+    if prices is None:
+        out.write("$ spanledger prices example > prices.toml\n")
+    shown = shlex.quote(str(prices)) if prices is not None else "prices.toml"
+    out.write(f"$ spanledger report {shlex.quote(str(log))} --prices {shown}\n")
+    return run_report(log, prices or example_prices_path(), as_json=False, out=out)
+
+
+_TRIED = ("SPANLEDGER_EVENTS", "SPANLEDGER_PRICES", "SPANLEDGER_CONSOLE")
+"""The settings the demo takes from the environment beside the exporters' own."""
 
 
 def _ask(standin: StandIn, context: str) -> str:
