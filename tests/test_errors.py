@@ -29,6 +29,7 @@ ALL_CATEGORIES = {
     "provider_rate_limit",
     "provider_invalid_response",
     "provider_invalid_request",
+    "interrupted",
 }
 TRANSIENT = {"provider_unavailable", "provider_model_not_loaded", "provider_rate_limit"}
 
@@ -36,9 +37,9 @@ TRANSIENT = {"provider_unavailable", "provider_model_not_loaded", "provider_rate
 # --- categories -------------------------------------------------------------------------
 
 
-def test_error_category_has_exactly_the_seven_values() -> None:
+def test_error_category_has_exactly_the_eight_values() -> None:
     assert {c.value for c in ErrorCategory} == ALL_CATEGORIES
-    assert len(ErrorCategory) == 7
+    assert len(ErrorCategory) == 8
 
 
 @pytest.mark.parametrize("category", list(ErrorCategory), ids=str)

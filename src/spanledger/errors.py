@@ -24,8 +24,10 @@ __all__ = [
     "MissingExtra",
     "ProviderError",
     "category_for_status",
+    "error_for_interrupt",
     "error_for_status",
     "error_for_transport",
+    "interrupts",
     "parse_retry_after",
 ]
 
@@ -47,7 +49,8 @@ class MissingExtra(ImportError, ConfigurationError):
 
 
 class ErrorCategory(StrEnum):
-    """What went wrong, in terms a retry or fallback policy can act on."""
+    """What went wrong, in terms a retry or fallback policy can act on. ``interrupted`` is the
+    caller's side ending the call (a keyboard interrupt, a cancellation), never the provider's."""
 
     AUTHENTICATION = "provider_authentication"
     UNAVAILABLE = "provider_unavailable"
@@ -56,6 +59,7 @@ class ErrorCategory(StrEnum):
     RATE_LIMIT = "provider_rate_limit"
     INVALID_RESPONSE = "provider_invalid_response"
     INVALID_REQUEST = "provider_invalid_request"
+    INTERRUPTED = "interrupted"
 
     @property
     def transient(self) -> bool:
@@ -224,3 +228,19 @@ def error_for_transport(exc: BaseException) -> ProviderError:
     the transport's exception class."""
     detail = "timed out" if "Timeout" in type(exc).__name__ else "transport failure"
     return ProviderError(ErrorCategory.UNAVAILABLE, detail=detail, error_type=type(exc).__name__)
+
+
+def interrupts(exc: BaseException) -> bool:
+    """Whether ``exc`` interrupts the call rather than failing it: a ``BaseException`` that is
+    not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``,
+    ``asyncio.CancelledError``)."""
+    return not isinstance(exc, Exception)
+
+
+def error_for_interrupt(exc: BaseException) -> ProviderError:
+    """An interrupted call as ``interrupted``, named by the interrupt's class (never by its
+    message). The provider is not blamed: it is neither unavailable nor retried."""
+    name = type(exc).__name__
+    return ProviderError(
+        ErrorCategory.INTERRUPTED, detail=f"call interrupted by {name}", error_type=name
+    )

@@ -1,10 +1,11 @@
 """The billing assumption for failed calls, and usage estimates for those the provider may
 have billed.
 
-A call that failed after its request left (a timeout, a reset, a cancellation), or whose 2xx
-answer could not be read, may have been billed: the provider did, or may have done, the work.
-Such a failure carries an estimate in an accounting unit, ``ceil(utf8_bytes / 4)`` tokens over
-what was sent, or Cohere's search-unit rule (one query with up to 100 documents is one unit).
+A call that failed after its request left (a timeout, a reset, a cancellation), was
+interrupted (``interrupted``), or whose 2xx answer could not be read, may have been billed: the
+provider did, or may have done, the work. Such a failure carries an estimate in an accounting
+unit, ``ceil(utf8_bytes / 4)`` tokens over what was sent, or Cohere's search-unit rule (one
+query with up to 100 documents is one unit).
 An estimate is never a report: it rides on failure events as ``estimated_usage`` and is priced
 as ``estimated``. Every other failure (refused before sending, a refused connection, a 3xx,
 4xx, 429 or 5xx answer) is assumed not billed.
@@ -82,11 +83,13 @@ def may_have_billed(
     *,
     answered: bool = False,
 ) -> bool:
-    """Whether a failed call may have been billed: it was abandoned after sending, or the
-    provider answered 2xx with a body that could not be read (the work was done).
+    """Whether a failed call may have been billed: it was abandoned after sending, it was
+    interrupted (no path can tell whether an interrupt landed before the request left, so it is
+    taken as abandoned), or the provider answered 2xx with a body that could not be read (the
+    work was done).
     ``answered``: a 2xx answer arrived though the path does not know its status (an SDK that
     returned normally, a manual block's raw body)."""
-    if error_type in ABANDONED_ERROR_TYPES:
+    if error_type in ABANDONED_ERROR_TYPES or category == ErrorCategory.INTERRUPTED:
         return True
     if category != ErrorCategory.INVALID_RESPONSE:
         return False

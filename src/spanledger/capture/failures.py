@@ -4,7 +4,9 @@ The caller's exception is never changed or re-raised from here: this only descri
 status-bearing error (an SDK's API error, ``httpx.HTTPStatusError``) is categorised by its HTTP
 status, with ``Retry-After`` and a fingerprint of the body when the raw body is at hand; a
 transport failure anywhere in the exception chain is ``provider_unavailable`` named after the
-transport's exception class. No message text is ever taken from the exception.
+transport's exception class; an interrupt (a ``BaseException`` that is not an ``Exception``:
+``KeyboardInterrupt``, ``asyncio.CancelledError``...) is ``interrupted``. No message text is ever
+taken from the exception.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from spanledger.errors import (
     Fingerprint,
     ProviderError,
     category_for_status,
+    error_for_interrupt,
+    interrupts,
     parse_retry_after,
 )
 from spanledger.estimates import ABANDONED_ERROR_TYPES, UNREADABLE_ANSWER_TYPES
@@ -30,10 +34,12 @@ _TRANSPORT_BUILTINS = frozenset({"TimeoutError", "ConnectionError", "CancelledEr
 def describe(
     exc: BaseException, fallback: ErrorCategory = ErrorCategory.UNAVAILABLE
 ) -> ProviderError:
-    """A ``ProviderError`` describing ``exc``; ``fallback`` when it is neither an HTTP status
-    error nor a transport failure."""
+    """A ``ProviderError`` describing ``exc``; ``fallback`` when it is neither an interrupt, an
+    HTTP status error nor a transport failure."""
     if isinstance(exc, ProviderError):
         return exc
+    if interrupts(exc):  # the caller's interrupt, whatever it interrupted: never the provider's
+        return error_for_interrupt(exc)
     status = _status(exc)
     if status is not None and 200 <= status < 300:
         name = type(exc).__name__

@@ -57,8 +57,8 @@ current_local_call = _current.get
 
 def local_failure(exc: BaseException) -> ProviderError:
     """The failure a model's exception stands for, named by its class, never its message:
-    inputs it refused are ``provider_invalid_request``, anything else that went wrong inside
-    it ``provider_unavailable``."""
+    inputs it refused are ``provider_invalid_request``, an interrupt (``KeyboardInterrupt``)
+    ``interrupted``, anything else that went wrong inside it ``provider_unavailable``."""
     if not isinstance(exc, Exception):
         return ended_by(exc)
     name = type(exc).__name__

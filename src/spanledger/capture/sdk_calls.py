@@ -21,7 +21,13 @@ from time import perf_counter
 from typing import Any, ParamSpec, TypeVar
 
 from spanledger.capture.failures import describe, status_error
-from spanledger.errors import ErrorCategory, ProviderError, error_for_status
+from spanledger.errors import (
+    ErrorCategory,
+    ProviderError,
+    error_for_interrupt,
+    error_for_status,
+    interrupts,
+)
 from spanledger.recorder import Recorder, get_recorder
 from spanledger.recording.call import Recording, logged
 from spanledger.recording.facts import CallFacts, Figures
@@ -276,9 +282,12 @@ class SdkCall(Recording):
         """The attempt raised ``exc`` after its answer arrived (``arrival``) and before the
         SDK had its body: a 2xx is an unusable answer with its status, another status that
         status's failure, as every path records them. False: no answer had arrived (a
-        redirect hop is not one), or ``exc`` names its status itself."""
+        redirect hop is not one), ``exc`` names its status itself, or it is an interrupt (the
+        attempt is then ``interrupted``, as on every path)."""
         status = arrival.status_code
-        if status is None or 300 <= status < 400 or status_error(exc) is not None:
+        if status is None or 300 <= status < 400 or interrupts(exc):
+            return False
+        if status_error(exc) is not None:
             return False
         if 200 <= status < 300:
             self.attempt_answered(arrival)
@@ -333,7 +342,9 @@ class SdkCall(Recording):
                 self.error_body_settled(self.failing)
             if self._done:
                 return
-            if self._answered:
+            if interrupts(exc):  # interrupted, at whatever stage: never the provider's failure
+                self.failed(error_for_interrupt(exc))
+            elif self._answered:
                 self.failed(self._unreadable_answer(type(exc).__name__), answered=True)
             elif self._sent:
                 self.failed(describe(exc))

@@ -8,9 +8,10 @@ with spanledger.record_embedding(provider="acme", model="m", inputs=texts) as ca
 
 The block is the call: its start notice goes out on entry, its one event when ``succeeded``
 (or ``failed``) is called, or on exit. An exception leaving the block is recorded as the failure
-(a ``ProviderError`` keeps its category, an HTTP status error is categorised by status, anything
-else is ``provider_unavailable`` named by its class, never by its message) and propagates
-unchanged. A block that ends with neither an outcome nor an exception is recorded as failed with
+(a ``ProviderError`` keeps its category, an HTTP status error is categorised by status, an
+interrupt such as ``KeyboardInterrupt`` is ``interrupted``, anything else is
+``provider_unavailable`` named by its class, never by its message) and propagates unchanged. A
+block that ends with neither an outcome nor an exception is recorded as failed with
 ``error_type="no_outcome"`` and a warning: nothing was reported, and claiming a success would be
 inventing one. Usage is read by the figure rule: ``{"input_tokens": 12}``, ``{"search_units":
 1}``, ``EmbeddingUsage`` / ``RerankUsage`` or any object with those attributes; a malformed

@@ -22,7 +22,7 @@ from typing import Any
 
 from spanledger._logs import get_logger
 from spanledger.attribution.scope import RequestScope
-from spanledger.errors import ErrorCategory, ProviderError
+from spanledger.errors import ErrorCategory, ProviderError, error_for_interrupt, interrupts
 from spanledger.estimates import (
     estimate_embedding_usage,
     estimate_rerank_usage,
@@ -78,10 +78,13 @@ _COMMON = (
 
 
 def ended_by(exc: BaseException) -> ProviderError:
-    """The failure of a call ended by something other than a ``ProviderError`` (a task's
-    cancellation, a keyboard interrupt): named by its class, never by its message."""
+    """The failure of a call ended by something other than a ``ProviderError``: named by its
+    class, never by its message. An interrupt (a keyboard interrupt, a task's cancellation,
+    anything that is not an ``Exception``) is ``interrupted``, never the provider's fault."""
     if isinstance(exc, ProviderError):
         return exc
+    if interrupts(exc):
+        return error_for_interrupt(exc)
     name = type(exc).__name__
     return ProviderError(ErrorCategory.UNAVAILABLE, detail=f"call ended by {name}", error_type=name)
 
@@ -158,6 +161,12 @@ class Recording:
         ``answered``: a 2xx answer arrived whose status this path does not know."""
         outcome = _Answered(error) if answered else error
         self._finish(self._failure, outcome, ended, hold=hold)
+
+    def interrupted(self, exc: BaseException) -> None:
+        """The call was interrupted by ``exc``: an attempt still open ends ``interrupted``; one
+        that had already ended keeps its outcome, and its held event goes out as the last."""
+        self.failed(ended_by(exc))
+        self.release()
 
     def release(self, *, retried: bool = False) -> None:
         """Emit the held attempt's event, if any (``retried``: another attempt followed)."""

@@ -2,10 +2,10 @@
 ``bedrock-runtime`` and ``rerank`` on ``bedrock-agent-runtime``, recorded as ``aws.bedrock``.
 
 botocore announces every step of a call on the client's own event emitter
-(``client.meta.events``), so nothing of botocore is wrapped: handlers registered there see the
-request botocore built (``before-call``: its URL and JSON body, from which the endpoint and the
-call's facts are read by the wire declarations), each HTTP attempt (``request-created`` opens
-one, ``response-received`` ends a failed one before botocore decides whether to retry), and the
+(``client.meta.events``): handlers registered there see the request botocore built
+(``before-call``: its URL and JSON body, from which the endpoint and the call's facts are read
+by the wire declarations), each HTTP attempt (``request-created`` opens one,
+``response-received`` ends a failed one before botocore decides whether to retry), and the
 call's end (``after-call``, ``after-call-error``). A 2xx is read at ``after-call``: Rerank's body
 is the bytes botocore already holds; InvokeModel's is a stream the caller has yet to read, so it
 is read there, once, and the caller is handed a fresh ``StreamingBody`` over the very same bytes
@@ -13,9 +13,12 @@ is read there, once, and the caller is handed a fresh ``StreamingBody`` over the
 Figures come from those bytes and the response headers (``X-Amzn-Bedrock-Input-Token-Count``),
 never from botocore's parse; errors are categorised by botocore's error code
 (``ThrottlingException``) through the endpoint's declaration, with the status, ``Retry-After``
-and the body's fingerprint. An ``invoke_model`` of any other model (a chat model) and every other
-operation pass through unrecorded. A stubbed call (``botocore.stub.Stubber``) sends nothing and
-records nothing. Sync clients only (aiobotocore's are refused).
+and the body's fingerprint. Those events hear only ``Exception``s, so the one thing wrapped is
+the recorded operation's method on the client (an instance attribute): it hears an interrupt
+(``KeyboardInterrupt``, ``SystemExit``), ends the call's open attempt as ``interrupted`` and
+lets the interrupt go on unchanged. An ``invoke_model`` of any other model (a chat model) and
+every other operation pass through unrecorded. A stubbed call (``botocore.stub.Stubber``) sends
+nothing and records nothing. Sync clients only (aiobotocore's are refused).
 """
 
 from __future__ import annotations
@@ -23,17 +26,21 @@ from __future__ import annotations
 import functools
 import io
 import json
+import weakref
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import httpx
+from botocore import xform_name  # type: ignore[import-untyped]
 from botocore.response import StreamingBody  # type: ignore[import-untyped]
 
 from spanledger.capture.failures import describe
 from spanledger.capture.installation import Installation
+from spanledger.capture.patching import looked_up
 from spanledger.capture.sdk_calls import Switch
 from spanledger.capture.vendors import recognise
-from spanledger.errors import ErrorCategory, ProviderError
+from spanledger.errors import ErrorCategory, ProviderError, interrupts
 from spanledger.recorder import Recorder, get_recorder
 from spanledger.recording.call import UNRECORDABLE, Recording, logged
 from spanledger.recording.facts import CallFacts, Figures, request_facts
@@ -106,6 +113,38 @@ def install(client: Any, installation: Installation) -> None:
     for name, handler in zip(names, handlers, strict=True):
         events.register(name, handler, unique_id=f"{_UNIQUE}-{name}")
     installation.on_release(_unregister, client)
+    method = xform_name(operation)
+    installation.replace(client, method, _interruptible(client, method))
+
+
+_opened: ContextVar[list[_Call] | None] = ContextVar("spanledger_bedrock_calls", default=None)
+"""The calls recorded inside the operation method running in this context, if any."""
+
+
+def _interruptible(client: Any, name: str) -> Callable[..., Any]:
+    """``client.<name>`` (what the instance held, else its class's method at each call) with an
+    ear for interrupts, which botocore's events never hear: the call it recorded ends
+    ``interrupted``, and the interrupt goes on unchanged."""
+    held = vars(client).get(name)
+    kind = type(client)
+    target = weakref.ref(client)  # the client holds this: no reference cycle
+
+    @functools.wraps(getattr(kind, name))
+    def operation(*args: Any, **kwargs: Any) -> Any:
+        method = held if held is not None else looked_up(kind, name, target())
+        opened: list[_Call] = []
+        token = _opened.set(opened)
+        try:
+            return method(*args, **kwargs)
+        except BaseException as exc:
+            if interrupts(exc):
+                for call in opened:
+                    call.interrupted(exc)
+            raise
+        finally:
+            _opened.reset(token)
+
+    return operation
 
 
 def _unregister(client: Any) -> None:
@@ -214,6 +253,18 @@ class _Call:
             recording.failed(_UNPARSED, answered=True)
         else:
             recording.failed(describe(exc, fallback=ErrorCategory.INVALID_REQUEST))
+
+    def interrupted(self, exc: BaseException) -> None:
+        """The call was interrupted (botocore emits nothing for it): its open attempt ends
+        ``interrupted``; a call that sent nothing records nothing, as always."""
+        recording = self.recording
+        if recording is None:
+            return
+        self.open = False
+        try:
+            recording.interrupted(exc)
+        except Exception as failure:
+            logged(failure)
 
     def give_up(self) -> None:
         """Our own handler broke at the call's end: the call still ends, with its held event
@@ -355,6 +406,9 @@ def _handlers(switch: Switch) -> tuple[Handler, ...]:
             call = _call_for(recorder, params)
             if call is not None:
                 context[_STATE] = call
+                opened = _opened.get()
+                if opened is not None:  # the operation's method hears an interrupt for it
+                    opened.append(call)
         except Exception as exc:
             logged(exc)
 
