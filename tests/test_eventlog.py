@@ -397,7 +397,8 @@ def test_an_old_attribution_line_reports_its_context_spend_as_not_recorded(
     attribution = json.loads(report("--json"))["attribution"]
     assert attribution["known_context_spend"] == {}
     assert attribution["requests_with_unknown_context_spend"] == 1
-    [each] = attribution["context_spend_by_request"]
+    [each] = attribution["by_request"]
+    assert each["cited_token_share"] == OLD_RECORD["cited_token_share"]
     assert each["context_spend"] is None
     assert each["unknown_context_spend"] == "not recorded"
     [row] = csv.DictReader(io.StringIO(report("--csv")))
@@ -405,7 +406,10 @@ def test_an_old_attribution_line_reports_its_context_spend_as_not_recorded(
     assert row["request_unknown_context_spend"] == "not recorded"
     text = report()
     assert "  context spend: unknown for 1 request\n" in text
-    assert "    turn-old: unknown (not recorded)\n" in text
+    assert (
+        "    turn-old: cited token share 62.5% (25 of 40 rendered tokens); "
+        "context spend unknown (not recorded)\n"
+    ) in text
 
 
 _AMOUNTS = st.none() | st.decimals(

@@ -265,9 +265,15 @@ def test_the_report_json_in_total_and_by_request(
     }
     assert total["requests_with_context_spend"] == 1
     assert total["requests_with_unknown_context_spend"] == 1
-    assert "context_spend_by_request" not in total
+    assert "by_request" not in total
     by_request = json.loads(run(capsys, str(workload.log), "--json", "--by", "request"))
-    assert by_request["attribution"]["context_spend_by_request"] == [
+    listed = by_request["attribution"]["by_request"]
+    for each, request in zip(listed, ("turn-1", "turn-2"), strict=True):
+        record = workload.records[request]
+        assert each.pop("cited_token_share") == record.cited_token_share
+        assert each.pop("rendered_tokens") == record.rendered_tokens
+        assert each.pop("cited_tokens") == record.cited_tokens
+    assert listed == [
         {
             "request_id": "turn-1",
             "context_spend": str(CONTEXT),
@@ -312,9 +318,17 @@ def test_the_report_text_in_total_and_by_request(
         "(1 request with unknown context spend left out)"
     ) in out
     out = run(capsys, str(workload.log), "--by", "request")
-    assert "  context spend by request:\n" in out
-    assert f"    turn-1: {CONTEXT} USD (cited {CITED} USD, unused {UNUSED} USD)\n" in out
-    assert f"    turn-2: unknown ({UNKNOWN})\n" in out
+    assert "  by request:\n" in out
+    first, second = workload.records["turn-1"], workload.records["turn-2"]
+    assert first.cited_token_share is not None
+    assert (
+        f"    turn-1: cited token share {first.cited_token_share:.1%} ({first.cited_tokens} of "
+        f"{first.rendered_tokens} rendered tokens); context spend {CONTEXT} USD (cited {CITED} "
+        f"USD, unused {UNUSED} USD)\n"
+    ) in out
+    assert "    turn-2: cited token share " in out
+    assert f"; context spend unknown ({UNKNOWN})\n" in out
+    assert second.request_id == "turn-2"
 
 
 def test_the_parquet_export(workload: Workload, tmp_path: Path) -> None:
@@ -343,14 +357,18 @@ def test_the_html_page(
     assert f"<b>{CONTEXT} USD</b><span>known context spend (USD)</span>" in html
     assert f"<b>{UNUSED} USD</b><span>unused context spend (USD)</span>" in html
     assert "<b>1</b><span>requests with unknown context spend</span>" in html
+    share = workload.records["turn-1"].cited_token_share
+    assert share is not None
     assert (
-        f'<tr><td>turn-1</td><td class="n">{CONTEXT} USD</td><td class="n">{CITED} USD</td>'
-        f'<td class="n">{UNUSED} USD</td><td></td></tr>'
+        f'<tr><td>turn-1</td><td class="n">{share:.1%}</td><td class="n">{CONTEXT} USD</td>'
+        f'<td class="n">{CITED} USD</td><td class="n">{UNUSED} USD</td><td></td></tr>'
     ) in html
     assert (
-        '<tr><td>turn-2</td><td class="n">unknown</td><td class="n">unknown</td>'
+        '<td class="n">unknown</td><td class="n">unknown</td>'
         f'<td class="n">unknown</td><td>{UNKNOWN}</td></tr>'
     ) in html
+    assert '<table data-attribution><tbody><tr><th scope="row">requests</th><td>2</td>' in html
+    assert "<pre" not in html
 
 
 def test_the_console(workload: Workload) -> None:

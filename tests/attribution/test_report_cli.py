@@ -249,7 +249,7 @@ def test_text_report_prints_share_distribution_rate_and_idle_context(
     expected = log.expected
     shares = [s for s in (expected.share(r) for r in expected.tokens) if s is not None]
     assert status == 0
-    assert "attribution over 6 requests (5 rendered context)" in out
+    assert "attribution over 6 requests (5 with rendered context)" in out
     assert (
         f"cited token share: mean {statistics.fmean(shares):.1%}, "
         f"median {statistics.median(shares):.1%}"

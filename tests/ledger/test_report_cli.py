@@ -16,6 +16,7 @@ import pytest
 
 from spanledger import JsonlSink, Recorder, read_events, use
 from spanledger.cli import main
+from spanledger.costs import CostStatus
 from spanledger.errors import ProviderError
 from spanledger.ledger import PriceTable
 from spanledger.providers import CohereReranker, JinaReranker, OpenAIEmbeddings
@@ -413,3 +414,23 @@ def test_check_as_a_subprocess(tmp_path: Path) -> None:
     assert str(bad) in invalid.stdout
     assert "prices[0] (p/m)" in invalid.stdout
     assert "input_per_mtok" in invalid.stdout
+
+
+def test_by_request_keeps_its_columns_for_calls_outside_any_request(
+    capsys: pytest.CaptureFixture[str], recorded: Recorded, tmp_path: Path
+) -> None:
+    """The calls of no request are a row of their own, ``(none)``, in the same columns as a
+    request's rows (its empty key once shifted every figure left)."""
+    log = tmp_path / "mixed.jsonl"
+    lines = recorded.log.read_text(encoding="utf-8").splitlines()
+    inside = [json.loads(line) | {"request_id": "turn-7"} for line in lines[:2]]
+    log.write_text("\n".join([*lines, *map(json.dumps, inside)]) + "\n", encoding="utf-8")
+    _, out = _run(capsys, "report", str(log), "--by", "request")
+    table = out.split("\n\n")[1].splitlines()
+    header, rows = table[0], table[1:]
+    assert header.split()[:3] == ["request", "status", "calls"]
+    assert any(row.startswith("(none) ") for row in rows)
+    assert any(row.startswith("turn-7 ") for row in rows)
+    status_at = header.index("status")
+    for row in rows:
+        assert row[status_at:].split()[0] in {s.value for s in CostStatus}

@@ -14,7 +14,14 @@ from spanledger.costs import plain
 from spanledger.events import AttributionRecord
 from spanledger.ledger.report import money
 
-__all__ = ["AttributionFigures", "ContextFigures", "context_spend_text", "counted", "printable"]
+__all__ = [
+    "AttributionFigures",
+    "ContextFigures",
+    "context_spend_text",
+    "counted",
+    "figure_rows",
+    "printable",
+]
 
 
 def counted(count: int, noun: str) -> str:
@@ -39,7 +46,8 @@ def context_spend_text(record: AttributionRecord) -> str:
 
 @dataclass(frozen=True)
 class ContextFigures:
-    """One request's context spend (all, cited, unused) in ``currency``, or why it is
+    """One request's figures as ``--by request`` shows them: its cited token share (of its
+    rendered tokens) and its context spend (all, cited, unused) in ``currency``, or why that is
     unknown (``not recorded`` for records written before it was)."""
 
     request_id: str
@@ -48,6 +56,10 @@ class ContextFigures:
     unused: Decimal | None = None
     currency: str | None = None
     unknown: str | None = None
+    share: float | None = None
+    """The cited token share; ``None`` when nothing was rendered."""
+    rendered_tokens: int | None = None
+    cited_tokens: int | None = None
 
     @classmethod
     def of(cls, record: AttributionRecord) -> ContextFigures:
@@ -58,6 +70,20 @@ class ContextFigures:
             record.unused_context_spend,
             record.context_currency,
             record.unknown_context_spend,
+            record.cited_token_share,
+            record.rendered_tokens,
+            record.cited_tokens,
+        )
+
+    def share_text(self) -> str:
+        """The share with the tokens it is made of, or why there is none."""
+        if self.share is None:
+            return "cited token share n/a (nothing rendered)"
+        if self.rendered_tokens is None or self.cited_tokens is None:
+            return f"cited token share {self.share:.1%}"
+        return (
+            f"cited token share {self.share:.1%} ({self.cited_tokens} of "
+            f"{counted(self.rendered_tokens, 'rendered token')})"
         )
 
     @property
@@ -76,6 +102,9 @@ class ContextFigures:
     def to_json(self) -> dict[str, Any]:
         return {
             "request_id": self.request_id,
+            "cited_token_share": self.share,
+            "rendered_tokens": self.rendered_tokens,
+            "cited_tokens": self.cited_tokens,
             "context_spend": _amount(self.context),
             "cited_context_spend": _amount(self.cited),
             "unused_context_spend": _amount(self.unused),
@@ -148,7 +177,7 @@ def _to_json(figures: AttributionFigures) -> dict[str, Any]:
         "requests_with_unknown_context_spend": figures.context_unknown,
     }
     if figures.by_request is not None:
-        data["context_spend_by_request"] = [each.to_json() for each in figures.by_request]
+        data["by_request"] = [each.to_json() for each in figures.by_request]
     return data
 
 
@@ -164,46 +193,56 @@ def _render(figures: AttributionFigures) -> str:
         return "attribution: no request reports in the log"
     lines = [
         f"attribution over {counted(figures.requests, 'request')} "
-        f"({figures.with_share} rendered context)"
+        f"({figures.with_share} with rendered context)"
     ]
+    lines.extend(f"  {label}: {value}" for label, value in figure_rows(figures))
+    if figures.by_request:
+        lines.append("  by request:")
+        lines.extend(
+            f"    {printable(each.request_id)}: {each.share_text()}; context spend {each.text()}"
+            for each in figures.by_request
+        )
+    return "\n".join(lines)
+
+
+def figure_rows(figures: AttributionFigures) -> list[tuple[str, str]]:
+    """The aggregate figures as (label, value) rows: the text report prints them as lines,
+    the HTML page as a table."""
+    rows: list[tuple[str, str]] = []
     if figures.mean_share is not None and figures.median_share is not None:
-        lines.append(
-            f"  cited token share: mean {figures.mean_share:.1%}, median {figures.median_share:.1%}"
+        rows.append(
+            (
+                "cited token share",
+                f"mean {figures.mean_share:.1%}, median {figures.median_share:.1%}",
+            )
         )
     else:
-        lines.append("  cited token share: n/a (nothing rendered)")
-    lines.append(
-        "  distribution: " + ", ".join(f"{band}: {n}" for band, n in figures.bands.items())
-    )
+        rows.append(("cited token share", "n/a (nothing rendered)"))
+    rows.append(("distribution", ", ".join(f"{band}: {n}" for band, n in figures.bands.items())))
     per_token, currency = _per_cited_token(figures)
     left_out = figures.unknown_spend
     if per_token is not None:
         note = f" ({counted(left_out, 'request')} with unknown spend left out)" if left_out else ""
-        lines.append(f"  spend per cited token: {per_token:.10f} {currency or ''}{note}")
+        rows.append(("spend per cited token", f"{per_token:.10f} {currency or ''}{note}"))
     else:
         why = (
             f"{counted(left_out, 'request')} with unknown spend"
             if left_out
             else "nothing was cited"
         )
-        lines.append(f"  spend per cited token: n/a ({why})")
+        rows.append(("spend per cited token", f"n/a ({why})"))
     if figures.earned_nothing:
-        lines.append("  rendered context earned nothing in: " + _some(figures.earned_nothing))
+        rows.append(("rendered context earned nothing in", _some(figures.earned_nothing)))
     if figures.unreconcilable:
-        lines.append("  not reconcilable: " + _some(figures.unreconcilable))
-    lines.append(_context_total(figures))
-    if figures.by_request:
-        lines.append("  context spend by request:")
-        lines.extend(
-            f"    {printable(each.request_id)}: {each.text()}" for each in figures.by_request
-        )
-    return "\n".join(lines)
+        rows.append(("not reconcilable", _some(figures.unreconcilable)))
+    rows.append(_context_total(figures))
+    return rows
 
 
-def _context_total(figures: AttributionFigures) -> str:
+def _context_total(figures: AttributionFigures) -> tuple[str, str]:
     """The known context spend over the requests, with the unknown ones counted apart."""
     if not figures.context_known:
-        return f"  context spend: unknown for {counted(figures.requests, 'request')}"
+        return "context spend", f"unknown for {counted(figures.requests, 'request')}"
     amounts = "; ".join(
         f"{money(all_)} {currency} (cited {money(cited)} {currency}, "
         f"unused {money(unused)} {currency})"
@@ -213,7 +252,7 @@ def _context_total(figures: AttributionFigures) -> str:
     note = (
         f" ({counted(left_out, 'request')} with unknown context spend left out)" if left_out else ""
     )
-    return f"  known context spend: {amounts or '0'}{note}"
+    return "known context spend", f"{amounts or '0'}{note}"
 
 
 _LISTED = 20

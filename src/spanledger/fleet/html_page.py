@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import replace
 from datetime import datetime
 from html import escape
 from pathlib import Path
 
-from spanledger.attribution.summary import counted
+from spanledger.attribution.summary import counted, figure_rows
 from spanledger.fleet.html_charts import chart_svg
 from spanledger.fleet.html_series import Chart, report_charts
-from spanledger.fleet.report import FleetReport, amount_text
+from spanledger.fleet.report import NO_KEY, FleetReport, amount_text
 from spanledger.ledger.report import money
 
 __all__ = ["MAX_TABLE_ROWS", "render_page", "write_page"]
@@ -150,7 +149,7 @@ def _totals(report: FleetReport) -> str:
     )
     body = []
     for (keys, status, currency), row in shown:
-        cells = "".join(f"<td>{escape(key)}</td>" for key in keys)
+        cells = "".join(f"<td>{escape(key or NO_KEY)}</td>" for key in keys)
         figures = (
             str(row.calls),
             amount_text(status, currency, row.amount),
@@ -174,8 +173,7 @@ def _totals(report: FleetReport) -> str:
             "spanledger report --csv lists them all</p>"
         )
     parts.append(_not_priced(report))
-    attribution = escape(replace(report.attribution, by_request=None).render())
-    parts.append(f"<h2>Attribution</h2><pre data-attribution>{attribution}</pre>")
+    parts.append(_attribution_table(report))
     parts.append(_context_by_request(report))
     if report.problems:
         skipped = ", ".join(
@@ -201,16 +199,33 @@ def _context_tiles(report: FleetReport) -> list[tuple[str, str]]:
     return tiles
 
 
+def _attribution_table(report: FleetReport) -> str:
+    """The attribution figures over the requests as a table of (figure, value) rows."""
+    figures = report.attribution
+    if not figures.requests:
+        return '<h2>Attribution</h2><p class="empty">no request reports in the log</p>'
+    rows = [
+        ("requests", str(figures.requests)),
+        ("with rendered context", str(figures.with_share)),
+        *figure_rows(figures),
+    ]
+    body = "".join(
+        f'<tr><th scope="row">{escape(label)}</th><td>{escape(value)}</td></tr>'
+        for label, value in rows
+    )
+    return f"<h2>Attribution</h2><table data-attribution><tbody>{body}</tbody></table>"
+
+
 def _context_by_request(report: FleetReport) -> str:
-    """Each request's context spend, when the report is grouped by request (the first
-    ``MAX_TABLE_ROWS``)."""
+    """Each request's cited token share and context spend, when the report is grouped by
+    request (the first ``MAX_TABLE_ROWS``)."""
     listed = report.attribution.by_request
     if not listed:
         return ""
     shown = listed[:MAX_TABLE_ROWS]
     head = "".join(
         f'<th class="n">{name}</th>' if name != "unknown" else f"<th>{name}</th>"
-        for name in ("context spend", "cited", "unused", "unknown")
+        for name in ("cited token share", "context spend", "cited", "unused", "unknown")
     )
     body = []
     for each in shown:
@@ -220,11 +235,12 @@ def _context_by_request(report: FleetReport) -> str:
             f"{data[name]}{unit}" if data[name] is not None else "unknown"
             for name in ("context_spend", "cited_context_spend", "unused_context_spend")
         ]
-        figures = "".join(f'<td class="n">{escape(cell)}</td>' for cell in cells)
+        share = f"{each.share:.1%}" if each.share is not None else "n/a"
+        figures = "".join(f'<td class="n">{escape(cell)}</td>' for cell in [share, *cells])
         why = escape(data["unknown_context_spend"] or "")
         body.append(f"<tr><td>{escape(each.request_id)}</td>{figures}<td>{why}</td></tr>")
     parts = [
-        "<h3>Context spend by request</h3>",
+        "<h3>By request</h3>",
         f"<table data-context><thead><tr><th>request</th>{head}</tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table>",
     ]

@@ -146,7 +146,7 @@ class FleetReport:
         lines.append("")
         rows = self._sorted_rows()
         widths = {  # each column as wide as its longest value, so long model names fit
-            name: max([len(name), *(len(keys[i]) for (keys, _, _), _ in rows)])
+            name: max([len(name), *(len(_shown(keys[i])) for (keys, _, _), _ in rows)])
             for i, name in enumerate(self.by)
         }
         header = " ".join(f"{name:<{widths[name]}}" for name in self.by)
@@ -156,11 +156,11 @@ class FleetReport:
         for (keys, status, currency), row in rows:
             amount = amount_text(status, currency, row.amount)
             cells = " ".join(
-                f"{key:<{widths[name]}}" for name, key in zip(self.by, keys, strict=True)
+                f"{_shown(key):<{widths[name]}}" for name, key in zip(self.by, keys, strict=True)
             )
             lines.append(
                 f"{cells} {status:<11} {row.calls:>8} {amount:>18} {row.input_tokens:>12} "
-                f"{row.search_units:>8} {row.billable_characters:>12}".strip()
+                f"{row.search_units:>8} {row.billable_characters:>12}".rstrip()
             )
         if self.unpriced_models:
             lines.append("")
@@ -172,7 +172,16 @@ class FleetReport:
         return "\n".join(lines)
 
 
+NO_KEY = "(none)"
+"""How the text report shows a group with no value (calls made outside any request)."""
+
+
+def _shown(key: str) -> str:
+    return key or NO_KEY
+
+
 _REQUEST_CONTEXT_COLUMNS = (
+    "request_cited_token_share",
     "request_context_spend",
     "request_cited_context_spend",
     "request_unused_context_spend",
@@ -185,9 +194,11 @@ def _context_cells(figures: ContextFigures | None) -> list[str]:
     """A request's context spend as CSV cells: amounts, currency, and why they are unknown
     (cells left empty)."""
     if figures is None:
-        return ["", "", "", "", "no attribution record"]
+        return ["", "", "", "", "", "no attribution record"]
     data = figures.to_json()
+    share = data["cited_token_share"]
     return [
+        "" if share is None else repr(share),
         data["context_spend"] or "",
         data["cited_context_spend"] or "",
         data["unused_context_spend"] or "",

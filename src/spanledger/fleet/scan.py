@@ -528,17 +528,17 @@ def _context_totals(
 
 
 def _context_by_request(connection: Any) -> tuple[ContextFigures, ...]:
-    """Each request's context spend, by request id."""
+    """Each request's cited token share and context spend, by request id."""
     rows = connection.execute(
         f"""
         {_LATEST}
         SELECT request, context, cited_context, unused_context, context_currency,
-            context_unknown
+            context_unknown, share, rendered, cited
         FROM latest ORDER BY request
         """
     ).fetchall()
     found = []
-    for request, context, cited, unused, currency, unknown in rows:
+    for request, context, cited, unused, currency, unknown, share, rendered, tokens in rows:
         amounts = [_amount(value) for value in (context, cited, unused)]
         whole = None not in amounts
         found.append(
@@ -549,6 +549,9 @@ def _context_by_request(connection: Any) -> tuple[ContextFigures, ...]:
                 unused=amounts[2] if whole else None,
                 currency=currency,
                 unknown=unknown,
+                share=share,
+                rendered_tokens=rendered,
+                cited_tokens=tokens,
             )
         )
     return tuple(found)
