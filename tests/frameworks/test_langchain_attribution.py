@@ -507,6 +507,30 @@ def test_the_providers_own_citations_are_the_strongest_evidence(kept: Kept) -> N
     assert call.input_tokens == 120
 
 
+def test_a_retriever_or_a_model_run_on_its_own_opens_no_request(kept: Kept) -> None:
+    """With no request open, a bare retriever or model call serves or renders nothing another
+    run could attribute: no request is opened for it, and no record written."""
+    seen: list[RequestScope | None] = []
+
+    class Probe(BaseRetriever):
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            seen.append(current_request())
+            return DOCUMENTS
+
+    Probe().invoke(QUESTION)
+    FakeListChatModel(responses=["So [1]."]).invoke([HumanMessage(sources(DOCUMENTS))])
+    assert seen == [None]
+    assert kept.records == []
+    with spanledger.request("turn-9") as turn:  # inside a request, the same runs join it
+        Probe().invoke(QUESTION)
+        FakeListChatModel(responses=["So [1]."]).invoke([HumanMessage(sources(DOCUMENTS))])
+        report = turn.report(emit=False)
+    assert seen[1] is turn
+    assert ids(report.attribution, "cited") == {"kb-0"}
+
+
 def test_documents_passed_beside_the_messages_are_rendered(kept: Kept) -> None:
     """A chat model given ``documents=`` (Cohere's grounded chat) renders them though no
     message holds them."""

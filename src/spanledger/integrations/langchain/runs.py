@@ -1,8 +1,10 @@
 """Which request each LangChain run belongs to.
 
 A run with no parent (a root: one ``invoke`` of a chain, a retriever, a model) joins the
-request open where it starts (``spanledger.request(...)``), or opens one of its own, named
-after it, that closes when the root ends or fails. Every run below a root feeds the same
+request open where it starts (``spanledger.request(...)``); with none open, a root chain opens
+one of its own, named after it, that closes when the root ends or fails, while a root
+retriever or model run is not followed (on its own it serves or renders nothing to attribute,
+and following it would cost every bare retriever or model call a request). Every run below a root feeds the same
 request: runs are followed by their ids, never by where they execute, so requests running at
 once (threads, asyncio tasks, LangChain's executors) never mix.
 
@@ -93,9 +95,12 @@ class RunsInFlight:
         self, run_id: UUID, parent_run_id: UUID | None, kind: RunKind, name: object
     ) -> FollowedRun | None:
         """A run started: follow it under its root (a root opens or joins a request).
-        ``None``: not followed (its parent is not, having started before the switch was on;
-        or ``MAX_RUNS`` are in flight)."""
+        ``None``: not followed (a root retriever or model run with no request open, which
+        serves or renders nothing another run could attribute; its parent is not followed,
+        having started before the switch was on; or ``MAX_RUNS`` are in flight)."""
         if parent_run_id is None:
+            if kind is not RunKind.CHAIN and current_request() is None:
+                return None  # a retriever or a model run on its own has nothing to attribute
             if len(self._runs) >= MAX_RUNS:
                 self.full += 1
                 return None
