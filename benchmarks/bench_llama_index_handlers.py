@@ -167,7 +167,7 @@ def main() -> None:
             on_call_in_request = timed(
                 lambda: inside_no_run(model_call), before=fresh_request_served
             )
-            run = timed(retrieval)  # a top-level retrieve: a run, opening its own request
+            run = timed(retrieval)  # a top-level retrieve on its own: heard, not followed
         finally:
             handlers.unregister()
         served = timed(
@@ -184,7 +184,7 @@ def main() -> None:
     print(row("model call, no request open", bare_call, on_call))
     print(row("retrieval in a request", bare_in_request, on_in_request, served))
     print(row("model call in a request", bare_call_in_request, on_call_in_request, matching))
-    print(row("a top-level retrieve (a run)", bare_run, run, served))
+    print(row("a top-level retrieve, no request", bare_run, run))
     print(f"aside: serving 10 nodes {served:.1f}u; matching the prompt and answer {matching:.1f}u")
     print("targets: <= 20u added with no request open, <= 100u with one open (the aside aside)")
 

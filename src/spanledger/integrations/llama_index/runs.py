@@ -1,7 +1,7 @@
 """A top-level LlamaIndex run as a request of its own.
 
-With the switch on and no request open, a query engine's ``query``, a chat engine's ``chat`` or
-a retriever's ``retrieve`` that no other span encloses opens a request named after its span
+With the switch on and no request open, a query engine's ``query`` or a chat engine's ``chat``
+that no other span encloses opens a request named after its span
 (``llama_index:RetrieverQueryEngine.query:1a2b3c4d``) in the context it runs in, and closes it
 when that span ends: concurrent runs (threads, asyncio tasks) each have their own. A streamed
 chat is no run: its answer arrives after the call returns (open ``spanledger.request`` around
@@ -17,8 +17,10 @@ from spanledger.attribution import OpenRequest, RequestScope, open_request
 
 __all__ = ["RUN_METHODS", "Runs", "run_name"]
 
-RUN_METHODS = frozenset({"query", "aquery", "chat", "achat", "retrieve", "aretrieve"})
-"""The methods whose top-level span is a run."""
+RUN_METHODS = frozenset({"query", "aquery", "chat", "achat"})
+"""The methods whose top-level span is a run. A retriever's ``retrieve`` on its own is none:
+it serves what no model call renders, so there is nothing to attribute (inside a query, or
+inside ``spanledger.request(...)``, its nodes are served as ever)."""
 _UUID = 36
 
 
