@@ -4,9 +4,9 @@ A run with no parent (a root: one ``invoke`` of a chain, a retriever, a model) j
 request open where it starts (``spanledger.request(...)``); with none open, a root chain opens
 one of its own, named after it, that closes when the root ends or fails, while a root
 retriever or model run is not followed (on its own it serves or renders nothing to attribute,
-and following it would cost every bare retriever or model call a request). Every run below a root feeds the same
-request: runs are followed by their ids, never by where they execute, so requests running at
-once (threads, asyncio tasks, LangChain's executors) never mix.
+and following it would cost every bare retriever or model call a request). Every run below a
+root feeds the same request: runs are followed by their ids, never by where they execute, so
+requests running at once (threads, asyncio tasks, LangChain's executors) never mix.
 
 The calls the SDK switch records inside a run join its request only where that request is
 current. A request a root opens is opened, and closed, in a context of its own, and made
