@@ -495,16 +495,16 @@ def test_the_switch_catches_clients_made_after_it(standin: StandIn, tape: Tape) 
         assert is_instrumented(agent)
         assert not is_instrumented(made_before)
         assert not is_instrumented(s3)
-        invoke(made_before, TITAN_V2, titan())  # made before: needs instrument(client)
+        invoke(made_before, TITAN_V2, titan())  # made before: caught at its first call
         invoke(made_after, TITAN_V2, titan())
         agent_rerank(agent)
-        assert [event.kind for event in tape.events] == ["embedding", "rerank"]
+        assert [event.kind for event in tape.events] == ["embedding", "embedding", "rerank"]
     finally:
         spanledger.uninstrument()
     assert vars(botocore.client.ClientCreator)["create_client"] is creator
     assert not is_instrumented(made_after)
     invoke(made_after, TITAN_V2, titan())
-    assert len(tape.events) == 2
+    assert len(tape.events) == 3
     assert instrumented_sdks() == ()
 
 

@@ -80,6 +80,35 @@ def test_clients_made_before_and_after_the_switch_record_once_each(
         spanledger.uninstrument()
 
 
+@pytest.mark.parametrize("op", OPS, ids=OP_IDS)
+def test_a_client_made_before_records_every_first_call_made_at_once(
+    op: Op, standin: StandIn
+) -> None:
+    """Threads making their first calls on a client made before the switch at the same moment
+    are each recorded: the one that adopts the client and those that waited for it."""
+    made_before = op.client(standin)
+    threads = 8
+    start = threading.Barrier(threads)
+    tape = Tape()
+
+    def call() -> None:
+        start.wait(timeout=10)
+        op.call(made_before, "m-1", TEXTS)
+
+    spanledger.instrument()
+    try:
+        with spanledger.use(Recorder([tape])):
+            workers = [threading.Thread(target=spanledger.carry(call)) for _ in range(threads)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join(timeout=30)
+    finally:
+        spanledger.uninstrument()
+    assert not any(worker.is_alive() for worker in workers)
+    assert len(tape.events) == threads
+
+
 def record_twice(op: Op, client: Any) -> None:
     """Two calls: two events with the stand-in's figures, the SDK's result unchanged."""
     tape = Tape()

@@ -149,7 +149,7 @@ def _switch_on_one(
             changes.append(_patch(method, instrument, is_instrumented))
         creation = integration.creation_hook()
         if creation is not None:
-            changes.append(creation.hook(partial(_adopt, name, instrument)))
+            changes.append(creation.hook(partial(_adopt, name, instrument, is_instrumented)))
             failure = getattr(changes[-1], "failure", None)  # an in-process library, imported
             if isinstance(failure, str):
                 raise _NotPatched(failure)
@@ -190,11 +190,17 @@ def switch_off(uninstrument: Callable[[Any], Any]) -> None:
             logged(exc)
 
 
-def _adopt(name: str, instrument: Callable[[Any], Any], client: Any) -> None:
-    """Instrument a client a creation hook saw being made, while ``name`` is switched on;
-    ``switch_off`` uninstruments it."""
+def _adopt(
+    name: str,
+    instrument: Callable[[Any], Any],
+    is_instrumented: Callable[[Any], bool],
+    client: Any,
+) -> None:
+    """Instrument a client a creation hook saw being made (or making its first call), while
+    ``name`` is switched on; ``switch_off`` uninstruments it. One instrumented by hand stays
+    the user's."""
     with _lock:
-        if name in _state.on:
+        if name in _state.on and not is_instrumented(client):
             instrument(client)
             _state.adopted.add(client)
 
@@ -238,6 +244,8 @@ def _wrapper(
                         instrument(client)
                         _state.adopted.add(client)
                         taken = _take_over(instance)
+                    else:  # another thread's first call adopted it while this one waited
+                        taken = vars(instance).get(_TAKEN)
             if taken is None:  # instrumented by hand: its own wrapper records, outermost
                 found = getattr(vars(instance).get(name), RECORDING, None)
             else:

@@ -71,7 +71,8 @@ def instrument(
     ``"ollama"``, ``"vertexai"``, ``"sentence_transformers"``, ``"flashrank"``; default: each
     of them that is installed, imported now, except the in-process libraries, which are
     patched when the program imports them)
-    records, clients made before the switch and after it (Bedrock: clients made after it).
+    records, clients made before the switch and after it (a Bedrock client made before it from
+    its first call on).
     A library the switch cannot take (a release outside the versions the tests cover, a
     class that lacks what it patches, an import that fails) is left unpatched with one
     warning per process, and the rest is switched on: nothing is raised over a library's

@@ -1,7 +1,7 @@
 """AWS's SDK (``botocore``, under boto3): Bedrock's ``bedrock-runtime`` and
 ``bedrock-agent-runtime`` clients, recorded through the client's own event hooks (``client``).
-botocore keeps nothing to patch on classes, so the switch catches clients as botocore makes them
-(``creation``)."""
+botocore keeps no operation method on a shared class, so the switch catches clients as botocore
+makes them, and those made before it at their first call (``creation``)."""
 
 from __future__ import annotations
 
