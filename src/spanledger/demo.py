@@ -29,6 +29,7 @@ from spanledger.configuration import configure
 from spanledger.errors import ProviderError
 from spanledger.eventlog import read_events
 from spanledger.exporters import ConsoleSink, JsonlSink
+from spanledger.exporters.delivery import not_delivered
 from spanledger.instrumentation import transport
 from spanledger.ledger import example_prices_path
 from spanledger.providers import (
@@ -146,7 +147,11 @@ def run_demo(
         out.write("$ spanledger prices example > prices.toml\n")
     shown = shlex.quote(str(prices)) if prices is not None else "prices.toml"
     out.write(f"$ spanledger report {shlex.quote(str(log))} --prices {shown}\n")
-    return run_report(log, prices or example_prices_path(), as_json=False, out=out)
+    status = run_report(log, prices or example_prices_path(), as_json=False, out=out)
+    lost = not_delivered(recorder.sinks)
+    if lost:
+        out.write(f"\nnot delivered: {lost}\n")
+    return status
 
 
 _TRIED = ("SPANLEDGER_EVENTS", "SPANLEDGER_PRICES", "SPANLEDGER_CONSOLE")

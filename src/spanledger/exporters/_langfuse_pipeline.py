@@ -13,6 +13,7 @@ from spanledger import _forksafe
 from spanledger._logs import get_logger
 from spanledger.exporters._export_logs import (
     EXPORT_THREAD_PREFIX,
+    Backend,
     also_route_threads,
     route_export_logs,
 )
@@ -49,6 +50,7 @@ class LangfusePipeline:
     ``isolated``: the client shares its resources with no other Langfuse client of the process
     (see ``_langfuse_isolation``). When it may share them, its observations carry no payload,
     and the resources, which may be the application's, are never shut down from here.
+    ``host``: the backend the client's own threads (scores, media) send to, as logs name it.
     """
 
     def __init__(
@@ -60,8 +62,10 @@ class LangfusePipeline:
         produced: SpanTally,
         shutdown_timeout: float,
         isolated: bool,
+        host: Backend | None = None,
     ) -> None:
         self.client = client
+        self.host = host
         self.isolated = isolated
         self.tracer_provider = tracer_provider
         self.spans = spans
@@ -88,6 +92,9 @@ class LangfusePipeline:
         produced = max(self.produced.count, ours.produced)
         dropped = ours.dropped + self._lost_inside_sdk
         return DeliveryStats(
+            label=ours.label,
+            address=ours.address,
+            cause=ours.cause,
             backend="langfuse",
             exported=ours.exported,
             failed=ours.failed,
@@ -112,6 +119,7 @@ class LangfusePipeline:
         as dropped. The pipeline itself stays up for the next recorder on the same key."""
         self.flush(deadline)
         self.spans.write_off()
+        self.spans.tell_total()
 
     def shutdown(self, deadline: float) -> None:
         """Close for good (at exit): flush, write off, and shut the client down within what is
@@ -136,10 +144,13 @@ _LANGFUSE_PIPELINES: dict[tuple[str, str, str], LangfusePipeline] = {}
 _langfuse_lock = _forksafe.module_lock(globals(), "_langfuse_lock")
 
 
-def _on_an_owned_langfuse_thread() -> bool:
-    """Whether this is a background thread (scores, media) of a Langfuse client spanledger
-    built."""
-    return any(pipeline.runs_this_thread() for pipeline in list(_LANGFUSE_PIPELINES.values()))
+def _on_an_owned_langfuse_thread() -> Backend | None:
+    """The host a Langfuse client spanledger built sends to, when this is one of the client's
+    background threads (scores, media)."""
+    for pipeline in list(_LANGFUSE_PIPELINES.values()):
+        if pipeline.runs_this_thread():
+            return pipeline.host
+    return None
 
 
 also_route_threads(_on_an_owned_langfuse_thread)
@@ -186,10 +197,12 @@ def _build_langfuse(
         "x-langfuse-ingestion-version": "4",
     }
     endpoint = f"{host}/api/public/otel/v1/traces"
+    target = Backend("Langfuse", endpoint)
     spans = CountingSpanProcessor(
-        lambda: OTLPSpanExporter(endpoint=endpoint, headers=headers),
+        lambda: OTLPSpanExporter(endpoint=endpoint, headers=headers, session=target.session()),
         backend="langfuse",
         shutdown_timeout=timeout,
+        target=target,
     )
     produced = SpanTally()
     tracer_provider = TracerProvider(shutdown_on_exit=False)
@@ -220,6 +233,7 @@ def _build_langfuse(
         produced=produced,
         shutdown_timeout=timeout,
         isolated=built.not_isolated is None,
+        host=Backend("Langfuse", host),
     )
 
 

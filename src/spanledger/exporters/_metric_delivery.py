@@ -13,6 +13,7 @@ from opentelemetry.sdk.metrics.export import (
     MetricsData,
 )
 
+from spanledger.exporters._export_logs import Backend
 from spanledger.exporters.delivery import DeliveryStats, ExportQueue, deadline_in
 
 __all__ = ["CountingMetricReader"]
@@ -38,6 +39,7 @@ class _MetricQueue(ExportQueue[MetricsData]):
         backend: str,
         interval: float,
         collect: Callable[[], None],
+        target: Backend | None,
     ) -> None:
         self._exporter = exporter
         self._collect = collect
@@ -49,6 +51,7 @@ class _MetricQueue(ExportQueue[MetricsData]):
             max_batch=1,
             interval=interval,
             survives_fork=False,
+            target=target,
         )
 
     def _weight(self, items: Sequence[MetricsData]) -> int:
@@ -71,7 +74,8 @@ class CountingMetricReader(MetricReader):
     or dropped (a collection still queued or in flight at shutdown).
 
     Collections run every ``interval`` seconds on spanledger's export thread, and on a flush
-    or shutdown in the caller's thread; exports always run on the export thread.
+    or shutdown in the caller's thread; exports always run on the export thread. ``target``
+    names the backend in what is logged.
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class CountingMetricReader(MetricReader):
         backend: str = "otlp",
         interval: float = 60.0,
         shutdown_timeout: float = 5.0,
+        target: Backend | None = None,
     ) -> None:
         super().__init__(
             preferred_temporality=getattr(exporter, "_preferred_temporality", None),
@@ -88,7 +93,7 @@ class CountingMetricReader(MetricReader):
         )
         self._shutdown_timeout = shutdown_timeout
         self._exports = _MetricQueue(
-            exporter, backend=backend, interval=interval, collect=self.collect
+            exporter, backend=backend, interval=interval, collect=self.collect, target=target
         )
         self._exports._start_worker()  # periodic: runs even before anything is queued
 

@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from spanledger import _forksafe
+from spanledger.exporters._export_logs import Backend
 from spanledger.exporters.delivery import ExportQueue, deadline_in
 
 __all__ = ["CountingSpanProcessor", "QueueHandOff", "SpanTally"]
@@ -21,7 +22,7 @@ class CountingSpanProcessor(ExportQueue[ReadableSpan], SpanProcessor):
     ``BatchSpanProcessor``, which drops on a full queue and at shutdown without counting.
 
     ``make_exporter`` builds the span exporter (again in a forked child, whose copy of the
-    parent's would share its connections).
+    parent's would share its connections); ``target`` names the backend in what is logged.
     """
 
     def __init__(
@@ -33,6 +34,7 @@ class CountingSpanProcessor(ExportQueue[ReadableSpan], SpanProcessor):
         max_batch_size: int = 512,
         schedule_delay: float = 1.0,
         shutdown_timeout: float = 5.0,
+        target: Backend | None = None,
     ) -> None:
         self._make_exporter = make_exporter
         self._exporter: SpanExporter | None = make_exporter()
@@ -44,6 +46,7 @@ class CountingSpanProcessor(ExportQueue[ReadableSpan], SpanProcessor):
             max_queue=max_queue_size,
             max_batch=max_batch_size,
             interval=schedule_delay,
+            target=target,
         )
 
     def _renew_in_child(self) -> None:

@@ -15,6 +15,12 @@ nothing is pending.
 flushing and shutting down wait at most until a deadline, then write off what is left as
 dropped. A forked child starts with an empty queue, zero counts and no worker (one starts when
 the child first queues something): it never exports its parent's data.
+
+Every loss is logged as a sentence naming the backend, its address and the cause, once per
+cause (``export_lost``)::
+
+    6 spans for OTLP traces at http://127.0.0.1:4318/v1/traces were not delivered:
+    connection refused (given up at the shutdown deadline)
 """
 
 from __future__ import annotations
@@ -24,14 +30,20 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from spanledger import _forksafe
 from spanledger._logs import get_logger
-from spanledger.exporters._export_logs import EXPORT_THREAD_PREFIX
+from spanledger.exporters._export_logs import (
+    EXPORT_THREAD_PREFIX,
+    Backend,
+    lost_sentence,
+    plural,
+    work_for,
+)
 
-__all__ = ["DeliveryStats", "ExportQueue", "deadline_in"]
+__all__ = ["DeliveryStats", "ExportQueue", "deadline_in", "not_delivered"]
 
 _log = get_logger("spanledger.exporters")
 
@@ -48,20 +60,41 @@ class DeliveryStats:
     dropped: int = 0
     pending: int = 0
     unit: str = "spans"
+    label: str | None = field(default=None, compare=False)
+    """The backend as a person names it (``OTLP traces``, ``OTLP metrics``, ``Langfuse``)."""
+    address: str | None = field(default=None, compare=False)
+    """Where it is: ``scheme://host:port/path``, never credentials or a query."""
+    cause: str | None = field(default=None, compare=False)
+    """Why items were lost (``connection refused``, ``HTTP 401 Unauthorized …``), if any were."""
 
     @property
     def balanced(self) -> bool:
         """Whether every item produced is accounted for."""
         return self.exported + self.failed + self.dropped + self.pending == self.produced
 
+    @property
+    def named(self) -> str:
+        """``OTLP traces at http://127.0.0.1:4318/v1/traces`` (the backend id when unnamed)."""
+        label = self.label or self.backend
+        return f"{label} at {self.address}" if self.address else label
 
-def _log_once(seen: set[str], kind: str, **fields: object) -> None:
-    """Log one warning per kind (without any exception message: it may hold payload)."""
-    if kind in seen or len(seen) >= 64:
-        return
-    seen.add(kind)
-    with contextlib.suppress(Exception):
-        _log.warning("export_lost", **fields)
+
+def not_delivered(sinks: Iterable[object]) -> str | None:
+    """What the exporters among ``sinks`` did not deliver (their ``delivery`` and
+    ``metric_delivery``), one phrase per backend: ``9 spans to OTLP traces at
+    http://127.0.0.1:4318/v1/traces (connection refused)``; ``None`` when all was delivered
+    or none of them counts its delivery."""
+    phrases = []
+    for sink in sinks:
+        for accessor in ("delivery", "metric_delivery"):
+            stats = getattr(sink, accessor, None)
+            if not isinstance(stats, DeliveryStats):
+                continue
+            missing = stats.produced - stats.exported
+            if missing > 0:
+                why = f" ({stats.cause})" if stats.cause else ""
+                phrases.append(f"{plural(missing, stats.unit)} to {stats.named}{why}")
+    return "; ".join(phrases) or None
 
 
 T = TypeVar("T")
@@ -76,7 +109,8 @@ class ExportQueue(Generic[T]):
 
     Putting an item takes no lock unless the queue is full or no worker runs yet. The worker
     exports what is queued when a batch is full, when ``interval`` seconds pass, and on a
-    flush. ``survives_fork=False`` makes a forked child's copy inert (closed).
+    flush. ``survives_fork=False`` makes a forked child's copy inert (closed). ``target``
+    names the backend in what is logged, and hears what the exporter's requests ran into.
     """
 
     def __init__(
@@ -89,6 +123,7 @@ class ExportQueue(Generic[T]):
         max_batch: int,
         interval: float,
         survives_fork: bool = True,
+        target: Backend | None = None,
     ) -> None:
         if max_queue < 1 or max_batch < 1 or not interval > 0:
             raise ValueError("queue and batch sizes must be positive, and so must the interval")
@@ -99,6 +134,7 @@ class ExportQueue(Generic[T]):
         self._max_batch = max_batch
         self._interval = interval
         self._survives_fork = survives_fork
+        self.target = target
         self._logged: set[str] = set()
         self._start_afresh()
         _forksafe.after_fork_in_child(self._forget_parent)
@@ -118,6 +154,8 @@ class ExportQueue(Generic[T]):
         self._flight: tuple[int, int] | None = None
         self._batches = 0
         self._closed = False
+        self._causes: dict[str, None] = {}
+        self._told = 0
 
     def _forget_parent(self) -> None:
         """In a forked child: the parent's queue, counts, locks and worker are the parent's."""
@@ -144,6 +182,48 @@ class ExportQueue(Generic[T]):
     def _after_close(self) -> None:
         """Release the exporter once the queue is closed."""
 
+    # -- telling what was lost --
+
+    def _named(self) -> str:
+        return self.target.named if self.target is not None else self.backend
+
+    def _lost(self, kind: str, message: str, **fields: object) -> bool:
+        """Log one ``export_lost`` sentence per kind (never an exception's message: it may
+        hold payload); whether this was the first."""
+        if kind in self._logged or len(self._logged) >= 64:
+            return False
+        self._logged.add(kind)
+        self._tell(message, **fields)
+        return True
+
+    def _tell(self, message: str, **fields: object) -> None:
+        target = self.target
+        where = {"address": target.address} if target is not None else {}
+        with contextlib.suppress(Exception):
+            _log.warning(
+                "export_lost",
+                message=message,
+                backend=target.label if target is not None else self.backend,
+                **where,
+                **fields,
+                unit=self.unit,
+            )
+
+    def _note_cause(self, cause: str) -> None:
+        with self._lock:
+            if len(self._causes) < 4:
+                self._causes[cause] = None
+
+    def _cause_of(self, problem: str) -> str:
+        """What the failed export ran into: what its requests told the target, else the
+        exporter's own answer."""
+        target = self.target
+        if target is not None and target.failed_in_send and target.last_cause is not None:
+            return target.last_cause
+        if problem == "export_failed":
+            return "the exporter reported a failure"
+        return f"the exporter raised {problem}"
+
     # -- putting items --
 
     def put(self, item: T) -> None:
@@ -164,11 +244,26 @@ class ExportQueue(Generic[T]):
 
     def _drop_arrival(self, item: T) -> None:
         weight = self._weight((item,))
+        closed = self._closed
         with self._lock:
             self._arrived_dropped += weight
             self._dropped += weight
-        _log_once(
-            self._logged, "queue_full", backend=self.backend, unit=self.unit, reason="queue_full"
+            if len(self._causes) < 4:
+                self._causes.setdefault("exporter shut down" if closed else "export queue full")
+        kind = "closed" if closed else "queue_full"
+        if kind in self._logged:
+            return
+        last = self.target.last_cause if self.target is not None else None
+        if closed:
+            cause = "the exporter is shut down"
+        else:
+            cause = f"the export queue is full ({self._max_queue} waiting)"
+            cause += f"; the backend's last answer: {last}" if last else ""
+        self._lost(
+            kind,
+            f"{self.unit} for {self._named()} are being dropped: {cause}",
+            reason="queue_full",
+            cause=cause,
         )
 
     def _start_worker(self) -> None:
@@ -183,6 +278,7 @@ class ExportQueue(Generic[T]):
     # -- the worker --
 
     def _run(self) -> None:
+        work_for(self.target)
         while not self._closed:
             woken = self._wake.wait(self._interval)
             self._wake.clear()
@@ -196,12 +292,11 @@ class ExportQueue(Generic[T]):
         try:
             action()
         except Exception as exc:
-            _log_once(
-                self._logged,
-                f"worker:{type(exc).__name__}",
-                backend=self.backend,
-                unit=self.unit,
-                reason=type(exc).__name__,
+            name = type(exc).__name__
+            self._lost(
+                f"worker:{name}",
+                f"the export worker for {self._named()} raised {name}",
+                reason=name,
             )
 
     def _export_queued(self) -> None:
@@ -210,11 +305,16 @@ class ExportQueue(Generic[T]):
             if taken is None:
                 return
             number, batch = taken
+            target = self.target
+            if target is not None:
+                target.between_sends()
             try:
                 problem = self._send(batch)
             except Exception as exc:
                 problem = type(exc).__name__
             self._settle(number, problem)
+            if target is not None:
+                target.between_sends()
 
     def _take_batch(self) -> tuple[int, list[T]] | None:
         with self._lock:
@@ -236,14 +336,16 @@ class ExportQueue(Generic[T]):
         if flight is None or flight[0] != number:
             return  # written off at a deadline while it was in flight: counted already
         if problem is not None:
-            _log_once(
-                self._logged,
-                f"failed:{problem}",
-                backend=self.backend,
-                unit=self.unit,
+            cause = self._cause_of(problem)
+            self._note_cause(cause)
+            if self._lost(
+                f"failed:{cause}",
+                lost_sentence(flight[1], self.unit, self._named(), cause),
                 reason=problem,
+                cause=cause,
                 count=flight[1],
-            )
+            ):
+                self._told += flight[1]
         with self._changed:
             if self._flight is not flight:
                 return
@@ -288,15 +390,49 @@ class ExportQueue(Generic[T]):
             self._dropped += written_off
             self._changed.notify_all()
         if written_off:
-            _log_once(
-                self._logged,
-                "written_off",
-                backend=self.backend,
-                unit=self.unit,
+            cause, told = self._cause_at_deadline(in_flight)
+            self._note_cause(cause)
+            if self._lost(
+                f"written_off:{cause}",
+                lost_sentence(written_off, self.unit, self._named(), told),
                 reason="pending_at_deadline",
+                cause=cause,
                 count=written_off,
-            )
+            ):
+                self._told += written_off
         return written_off
+
+    def _cause_at_deadline(self, in_flight: int) -> tuple[str, str]:
+        """Why what was still queued or in flight at a deadline never arrived: the cause, and
+        how the sentence tells it."""
+        target = self.target
+        if target is not None and target.last_cause is not None:
+            cause = target.last_cause
+            return cause, f"{cause} (given up at the shutdown deadline)"
+        if in_flight and target is not None and target.awaiting:
+            cause = "timed out (no answer before the shutdown deadline)"
+        elif in_flight:
+            cause = "still being exported at the shutdown deadline"
+        else:
+            cause = "not sent before the shutdown deadline"
+        return cause, cause
+
+    def tell_total(self) -> None:
+        """Log the total lost, if the sentences so far (one per cause) told less."""
+        stats = self.stats
+        lost = stats.failed + stats.dropped
+        if lost <= self._told:
+            return
+        self._told = lost
+        verb = "was" if lost == 1 else "were"
+        why = f": {stats.cause}" if stats.cause else ""
+        self._tell(
+            f"in all, {lost} of {plural(stats.produced, self.unit)} for {self._named()} {verb} "
+            f"not delivered{why}",
+            reason="total",
+            cause=stats.cause,
+            count=lost,
+        )
 
     def close(self, deadline: float) -> None:
         """Export what is queued until ``deadline``, write off the rest, stop the worker and
@@ -307,6 +443,9 @@ class ExportQueue(Generic[T]):
         with self._lock:
             self._closed = True
         self.write_off()
+        self.tell_total()
+        if self.target is not None:
+            self.target.retired = True
         self._wake.set()
         self._guarded(self._after_close)
         worker = self._worker
@@ -322,7 +461,11 @@ class ExportQueue(Generic[T]):
         with self._lock:
             queued = self._weight(self._queue)
             in_flight = self._flight[1] if self._flight is not None else 0
+            target = self.target
             return DeliveryStats(
+                label=target.label if target is not None else None,
+                address=target.address if target is not None else None,
+                cause=", ".join(self._causes) or None,
                 backend=self.backend,
                 exported=self._exported,
                 failed=self._failed,

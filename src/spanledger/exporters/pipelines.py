@@ -13,8 +13,9 @@ accepting them and never answering):
   does a process that exits without shutting down: what is still pending then is dropped and
   counted;
 - the SDKs' retry and error messages from these pipelines never reach the application's
-  logging: each kind is logged once through structlog (``spanledger.exporters``), without its
-  arguments (they may hold payload);
+  logging: each is told once per backend and cause through spanledger's logging
+  (``spanledger.exporters``) as a sentence naming the backend, its address and the cause,
+  never with the messages' arguments (they may hold payload);
 - a forked child exports only its own spans and metrics, through connections of its own.
 """
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spanledger import _forksafe
-from spanledger.exporters._export_logs import route_export_logs
+from spanledger.exporters._export_logs import Backend, route_export_logs
 from spanledger.exporters._langfuse_pipeline import LangfusePipeline, langfuse_pipeline
 from spanledger.exporters._lifecycle import (
     DEFAULT_SHUTDOWN_TIMEOUT,
@@ -247,10 +248,12 @@ def _otlp_spans(otlp: OtlpSettings, timeout: float) -> CountingSpanProcessor:
     except ImportError as error:
         raise missing_extra("otel", error) from None
     endpoint, headers = otlp.traces_endpoint, otlp.traces_headers
+    target = Backend("OTLP traces", endpoint)
     return CountingSpanProcessor(
-        lambda: OTLPSpanExporter(endpoint=endpoint, headers=headers),
+        lambda: OTLPSpanExporter(endpoint=endpoint, headers=headers, session=target.session()),
         backend="otlp",
         shutdown_timeout=timeout,
+        target=target,
     )
 
 
@@ -267,10 +270,12 @@ def _otlp_metric_reader(otlp: OtlpSettings, timeout: float) -> Callable[[], Coun
     endpoint, headers, interval = otlp.metrics_endpoint, otlp.metrics_headers, otlp.metric_interval
 
     def build() -> CountingMetricReader:
+        target = Backend("OTLP metrics", endpoint or "")
         return CountingMetricReader(
-            OTLPMetricExporter(endpoint=endpoint, headers=headers),
+            OTLPMetricExporter(endpoint=endpoint, headers=headers, session=target.session()),
             interval=interval,
             shutdown_timeout=timeout,
+            target=target,
         )
 
     return build
