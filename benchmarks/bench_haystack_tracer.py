@@ -30,27 +30,12 @@ from haystack import Document
 from haystack.dataclasses import ChatMessage
 from haystack.tracing.tracer import disable_tracing, enable_tracing, tracer
 
+from framework_texts import passage
 from spanledger.attribution import current_request, open_request
 from spanledger.integrations.haystack.components import passages
 from spanledger.integrations.haystack.tracer import LedgerTracer
 
 ROUNDS = 2000
-WORDS = [
-    "ticks",
-    "feed",
-    "on",
-    "the",
-    "blood",
-    "of",
-    "deer",
-    "and",
-    "mice",
-    "while",
-    "clocks",
-    "tick",
-    "every",
-    "second",
-]
 
 
 def spec(*sockets: str) -> dict[str, Any]:
@@ -68,10 +53,7 @@ def tags(kind: str, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> dict[s
     }
 
 
-DOCS = [
-    Document(content=" ".join(WORDS[(n + i) % len(WORDS)] for i in range(180))[:1024])
-    for n in range(10)
-]
+DOCS = [Document(content=passage(n)) for n in range(10)]
 PROMPT = "Cite as [n].\n" + "\n".join(f"Document {n + 1}:\n{d.content}" for n, d in enumerate(DOCS))
 REPLY = ChatMessage.from_assistant(
     "They feed on blood [1]. Deer carry them [2].",

@@ -40,6 +40,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.retrievers import BaseRetriever
 
 import spanledger
+from framework_texts import TEXTS
 from spanledger.attribution import Passage, RequestScope
 from spanledger.integrations.langchain import switch
 
@@ -48,23 +49,6 @@ OUT = 20.0
 """Target: microseconds added per run with no request open."""
 IN = 100.0
 """Target: microseconds added per run inside an open request, the capture's own work aside."""
-WORDS = [
-    "ticks",
-    "feed",
-    "on",
-    "the",
-    "blood",
-    "of",
-    "deer",
-    "and",
-    "mice",
-    "while",
-    "clocks",
-    "tick",
-    "every",
-    "second",
-]
-TEXTS = [" ".join(WORDS[(n + i) % len(WORDS)] for i in range(200))[:1024] for n in range(10)]
 DOCUMENTS = [Document(page_content=text, id=f"kb-{n}") for n, text in enumerate(TEXTS)]
 PASSAGES = [Passage(text, f"kb-{n}") for n, text in enumerate(TEXTS)]
 SYSTEM = "Answer from the sources only. Cite as [n]."

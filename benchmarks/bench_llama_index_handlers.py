@@ -35,27 +35,11 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index_instrumentation import get_dispatcher
 
 import spanledger
+from framework_texts import TEXTS
 from spanledger.attribution import OpenRequest, Passage, current_request, open_request
 from spanledger.integrations.llama_index import handlers
 
 ROUNDS = 2000
-WORDS = [
-    "ticks",
-    "feed",
-    "on",
-    "the",
-    "blood",
-    "of",
-    "deer",
-    "and",
-    "mice",
-    "while",
-    "clocks",
-    "tick",
-    "every",
-    "second",
-]
-TEXTS = [" ".join(WORDS[(n + i) % len(WORDS)] for i in range(200))[:1024] for n in range(10)]
 NODES = [
     NodeWithScore(node=TextNode(text=text, id_=f"kb-{n}"), score=1.0)
     for n, text in enumerate(TEXTS)
