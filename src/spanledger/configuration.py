@@ -84,7 +84,9 @@ def configure(
       ``OTEL_RESOURCE_ATTRIBUTES`` name the resource; Phoenix's project
       (``openinference.project.name``) follows the service name unless they name one.
     - ``prometheus_port`` / ``SPANLEDGER_PROMETHEUS_PORT`` (+ ``SPANLEDGER_PROMETHEUS_ADDR``,
-      default 127.0.0.1): serve the metrics for Prometheus to scrape (extra ``prometheus``).
+      default 127.0.0.1): serve the metrics for Prometheus to scrape (extra ``prometheus``),
+      beside a ``tracer_provider`` of yours too (it gets the spans, the endpoint the metrics);
+      with a ``meter_provider`` of yours it is a ``ConfigurationError``.
     - ``langfuse``: a client of yours, used as it is (flushed, never shut down), or
       ``LANGFUSE_PUBLIC_KEY`` + ``LANGFUSE_SECRET_KEY`` (+ ``LANGFUSE_BASE_URL`` /
       ``LANGFUSE_HOST``) to build one of spanledger's own, kept apart from any client of the
@@ -107,7 +109,11 @@ def configure(
     plan = _Plan(
         events=_events_setting(events_path, env),
         providers=(tracer_provider, meter_provider) if given_providers else None,
-        otel=None if given_providers else _otel_setting(otlp_endpoint, prometheus_port, env),
+        otel=(
+            _prometheus_beside(meter_provider, prometheus_port, env)
+            if given_providers
+            else _otel_setting(otlp_endpoint, prometheus_port, env)
+        ),
         langfuse_client=langfuse if not isinstance(langfuse, bool | None) else None,
         langfuse_keys=_langfuse_setting(langfuse, env),
         console=_console_setting(console, env),
@@ -186,9 +192,13 @@ def _events_setting(argument: object, env: Mapping[str, str]) -> tuple[str, str]
 
 
 def _otel_setting(
-    otlp_endpoint: object, prometheus_port: object, env: Mapping[str, str]
+    otlp_endpoint: object,
+    prometheus_port: object,
+    env: Mapping[str, str],
+    *,
+    with_otlp: bool = True,
 ) -> _OtelSetting | None:
-    otlp = _otlp_setting(otlp_endpoint, env)
+    otlp = _otlp_setting(otlp_endpoint, env) if with_otlp else None
     port = settings.pick(prometheus_port, "prometheus_port", env, "SPANLEDGER_PROMETHEUS_PORT")
     if otlp is None and port is None:
         return None
@@ -208,6 +218,23 @@ def _otel_setting(
         service_name=env.get("OTEL_SERVICE_NAME") or resource.get("service.name") or "spanledger",
         resource=resource,
     )
+
+
+def _prometheus_beside(
+    meter_provider: object, prometheus_port: object, env: Mapping[str, str]
+) -> _OtelSetting | None:
+    """With providers of the caller's: only the Prometheus endpoint is spanledger's to build
+    (OTLP goes through the caller's providers), and not beside a meter provider of theirs."""
+    setting = _otel_setting(None, prometheus_port, env, with_otlp=False)
+    if setting is None:
+        return None
+    if meter_provider is not None:
+        raise ConfigurationError(
+            f"{setting.prometheus_source} asks for a Prometheus endpoint and meter_provider is "
+            "given: the metrics go to that meter provider, which spanledger cannot serve; add "
+            "a PrometheusEndpoint's reader to it, or leave one of the two settings out"
+        )
+    return setting
 
 
 def _otlp_setting(argument: object, env: Mapping[str, str]) -> OtlpSettings | None:
@@ -326,9 +353,10 @@ def _build_sinks(plan: _Plan, built: list[SinkLike]) -> None:
     a later failure can shut down what was already started)."""
     if plan.events is not None:
         built.append(_open_event_log(*plan.events))
-    if plan.providers is not None:
-        built.append(_given_providers_exporter(*plan.providers, plan.capture_payload))
-    elif plan.otel is not None:
+    if plan.providers is not None:  # beside them, plan.otel is a Prometheus endpoint only
+        metrics = plan.otel is None
+        built.append(_given_providers_exporter(*plan.providers, plan.capture_payload, metrics))
+    if plan.otel is not None:
         built.append(_build_otel(plan.otel, plan.capture_payload, plan.shutdown_timeout))
     if plan.langfuse_client is not None:
         built.append(_given_langfuse_exporter(plan.langfuse_client, plan.capture_payload))
@@ -354,13 +382,17 @@ def _given_providers_exporter(
     tracer_provider: TracerProvider | None,
     meter_provider: MeterProvider | None,
     capture_payload: bool,
+    metrics: bool = True,
 ) -> SinkLike:
+    """Spans (and, unless a Prometheus endpoint takes them, metrics) through the caller's
+    providers."""
     from spanledger.exporters.otel import OtelExporter
 
     return OtelExporter(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
         capture_payload=capture_payload,
+        enable_metrics=metrics,
     )
 
 
