@@ -302,6 +302,19 @@ def _event_log_problem(path: Path, directory: bool) -> str | None:
         return None if os.access(path, os.W_OK | os.X_OK) else "is a directory that is not writable"
     if path.exists():
         return None if os.access(path, os.W_OK) else "is not writable"
+    if path.is_symlink():  # dangling: appending creates its target where that can be made
+        target = Path(os.path.realpath(path))
+        if not target.parent.is_dir():
+            return (
+                f"is a symbolic link to {str(target)!r}, a file that cannot be created "
+                "(its directory does not exist)"
+            )
+        if not os.access(target.parent, os.W_OK | os.X_OK):
+            return (
+                f"is a symbolic link to {str(target)!r}, a file that cannot be created "
+                "(its directory is not writable)"
+            )
+        return None
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent

@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "events",
         nargs="+",
-        help="event logs: files, directories (every *.jsonl inside) or glob patterns",
+        help="event logs: files, directories (every *.jsonl inside) or glob patterns; not "
+        "standard input ('-'), a pipe or a device: save the log to a file first",
     )
     report.add_argument("--prices", type=Path, help="price table (TOML or JSON) to price with")
     output = report.add_mutually_exclusive_group()
@@ -65,11 +66,17 @@ def _parser() -> argparse.ArgumentParser:
         help="group rows by provider,model (default), day or request, or a comma list of them",
     )
     report.add_argument("--since", help="only calls started at or after (ISO date or time, UTC)")
-    report.add_argument("--until", help="only calls started before (ISO date or time, UTC)")
+    report.add_argument(
+        "--until", help="only calls started before (ISO date or time, UTC; after --since)"
+    )
     export = commands.add_parser(
         "export", help="event logs as Parquet, partitioned by day, for a warehouse"
     )
-    export.add_argument("events", nargs="+", help="event logs: files, directories or glob patterns")
+    export.add_argument(
+        "events",
+        nargs="+",
+        help="event logs: files, directories or glob patterns (not '-', a pipe or a device)",
+    )
     export.add_argument(
         "--parquet", type=Path, required=True, help="a new or empty directory to write into"
     )
@@ -84,9 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument(
         "--stale-days",
-        type=int,
-        default=90,
-        help="report entries whose 'checked' date is older than this (default 90)",
+        default="90",
+        help="report entries whose 'checked' date is older than this many days, 0 to 36500 "
+        "(default 90)",
     )
     importer = prices_commands.add_parser(
         "import",
@@ -142,30 +149,32 @@ def _run(args: argparse.Namespace) -> int:
             writable_event_log(args.events, named="--events")
         return run_demo(args.events, sys.stdout)
     if args.command == "report":
-        from spanledger.fleet.options import groupings, moment
+        from spanledger.fleet.options import groupings, window
         from spanledger.reporting import run_report
 
+        since, until = window(args.since, args.until)
         return run_report(
             args.events,
             args.prices,
             as_json=args.json,
             as_csv=args.csv,
             by=groupings(args.by),
-            since=moment(args.since, "--since"),
-            until=moment(args.until, "--until"),
+            since=since,
+            until=until,
             html=args.html,
             out=sys.stdout,
             err=sys.stderr,
         )
     if args.command == "export":
-        from spanledger.fleet.options import moment
+        from spanledger.fleet.options import window
         from spanledger.reporting import run_export
 
+        since, until = window(args.since, args.until)
         return run_export(
             args.events,
             args.parquet,
-            since=moment(args.since, "--since"),
-            until=moment(args.until, "--until"),
+            since=since,
+            until=until,
             out=sys.stdout,
             err=sys.stderr,
         )
@@ -179,9 +188,11 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_prices_import(args.output, out=sys.stdout, err=sys.stderr)
     if args.command == "prices":
+        from spanledger.fleet.options import stale_days
         from spanledger.reporting import run_prices_check
 
-        return run_prices_check(args.table, stale_days=args.stale_days, out=sys.stdout)
+        days = stale_days(args.stale_days)
+        return run_prices_check(args.table, stale_days=days, out=sys.stdout)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

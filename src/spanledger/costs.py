@@ -62,6 +62,8 @@ class CostCode(StrEnum):
     """A short, low-cardinality reason code, fit for a metric attribute."""
 
     NO_PRICE_ENTRY = "no_price_entry"
+    PRICE_NOT_YET_VALID = "price_not_yet_valid"
+    """The table has an entry for the model, but it applies only from a date after the call."""
     AMBIGUOUS_PRICE = "ambiguous_price"
     MISSING_RATE = "missing_rate"
     USAGE_NOT_REPORTED = "usage_not_reported"

@@ -142,6 +142,8 @@ def export_parquet(
     or new) as Parquet partitioned by day, every column cast to its declared type; amounts
     stay exact decimal strings. Both tables have a partition for every day either has rows
     on (an empty file where a table has none), so no reader meets a missing path."""
+    import duckdb
+
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ConfigurationError(f"--parquet {str(target)!r}: export into a new or empty directory")
     target.mkdir(parents=True, exist_ok=True)
@@ -169,12 +171,26 @@ def export_parquet(
                 )
             for day in sorted(covered - days):
                 _write_empty(connection, table, target / table / f"{PARTITION[0]}={day}")
+    except duckdb.IOException as error:
+        raise _io_failure(str(error), target) from None
     finally:
         connection.close()
     events, event_days = counts.get("call", (0, set()))
     records, record_days = counts.get("attribution", (0, set()))
     classes = {name: count for name, (count, _) in counts.items()}
     return Exported(events, records, len(event_days | record_days), skipped(classes))
+
+
+def _io_failure(message: str, target: Path) -> ConfigurationError:
+    """DuckDB's I/O error as one sentence: the export directory (or the logs) and the cause
+    (the system's words after the last colon, e.g. ``Permission denied``), never the rest."""
+    said = message.rsplit(": ", 1)[-1].strip().splitlines() if ": " in message else []
+    cause = said[0][:120] if said else "an I/O error"
+    if str(target) in message:
+        return ConfigurationError(
+            f"--parquet {str(target)!r}: cannot write the export into this directory ({cause})"
+        )
+    return ConfigurationError(f"cannot read the event logs to export ({cause})")
 
 
 def _select(table: str, *, empty: bool = False) -> str:

@@ -264,6 +264,6 @@ def _not_priced(report: FleetReport) -> str:
     if more > 0:
         items.append(f"<li>and {more} more</li>")
     return (
-        "<h3>Not priced (add these to the price table)</h3>"
+        "<h3>Not priced (add or fix these in the price table)</h3>"
         f"<ul data-not-priced>{''.join(items)}</ul>"
     )

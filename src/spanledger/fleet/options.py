@@ -8,9 +8,12 @@ from typing import cast, get_args
 from spanledger.errors import ConfigurationError
 from spanledger.fleet.scan import Grouping
 
-__all__ = ["groupings", "moment"]
+__all__ = ["MAX_STALE_DAYS", "groupings", "moment", "stale_days", "window"]
 
 _GROUPINGS: tuple[str, ...] = get_args(Grouping)
+
+MAX_STALE_DAYS = 36_500
+"""The largest ``--stale-days`` accepted: a hundred years."""
 
 
 def groupings(text: str) -> tuple[Grouping, ...]:
@@ -37,3 +40,27 @@ def moment(text: str | None, option: str) -> datetime | None:
             f"{option} {text!r}: not an ISO date or time (2026-11-30, 2026-11-30T12:00Z)"
         ) from None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def window(since: str | None, until: str | None) -> tuple[datetime | None, datetime | None]:
+    """``--since`` and ``--until`` read by ``moment``; refused when ``since`` is not before
+    ``until`` (a window that holds no time would report nothing as if nothing happened)."""
+    start, end = moment(since, "--since"), moment(until, "--until")
+    if start is not None and end is not None and start >= end:
+        raise ConfigurationError(
+            f"--since {since!r} is not before --until {until!r}: the window holds no time"
+        )
+    return start, end
+
+
+def stale_days(text: str) -> int:
+    """``--stale-days``: a whole number of days from 0 to ``MAX_STALE_DAYS``."""
+    try:
+        days = int(text.strip())
+    except ValueError:
+        days = -1
+    if not 0 <= days <= MAX_STALE_DAYS:
+        raise ConfigurationError(
+            f"--stale-days {text!r}: a whole number of days from 0 to {MAX_STALE_DAYS:,}"
+        )
+    return days

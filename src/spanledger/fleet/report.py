@@ -164,7 +164,7 @@ class FleetReport:
             )
         if self.unpriced_models:
             lines.append("")
-            lines.append("not priced (add these to the price table):")
+            lines.append("not priced (add or fix these in the price table):")
             for (provider, model, reason), calls in sorted(self.unpriced_models.items()):
                 lines.append(f"  {provider}/{model}: {counted(calls, 'call')} ({reason})")
         lines.append("")

@@ -74,6 +74,9 @@ MAX_RATE_DIGITS = 20
 """Significant digits a rate may have (trailing zeros aside): list prices use a handful."""
 MAX_RATE_PLACES = 24
 """Decimal places a rate may have: the smallest step is 10**-24 of the currency unit."""
+FLOAT_DIGITS = 17
+"""Significant digits a rate written as a plain (unquoted) number may have: a float holds only
+15 to 17 exactly, so a longer one must be quoted as a string to be read as written."""
 LOOKUP_CACHE_SIZE = 4096
 """Distinct (provider, model) pairs whose lookup a table remembers. When the cache is full it
 is emptied and starts again: the few models a deployment uses re-resolve at once, and a flood
@@ -412,11 +415,26 @@ def _entry(row: object, index: int, currency: str, source: str) -> PriceEntry:
     )
 
 
+class _WrittenFloat(float):
+    """A plain number read from a table file, with the text it was written as."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, text: str) -> _WrittenFloat:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
 def _rate(value: object, where: str) -> Decimal:
     """A finite, non-negative rate within ``MAX_RATE``, ``MAX_RATE_DIGITS`` and
-    ``MAX_RATE_PLACES``, read exactly (a float through its shortest decimal form)."""
+    ``MAX_RATE_PLACES``, read exactly (a float through its shortest decimal form; one written
+    in a file as a plain number with more than ``FLOAT_DIGITS`` digits is refused)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
         raise PriceTableError(f"{where}: a rate must be a number or a numeric string")
+    if isinstance(value, _WrittenFloat):
+        _check_float_digits(value.text, where)
     if isinstance(value, int) and abs(value) > MAX_RATE:
         raise PriceTableError(f"{where}: a rate must be at most {MAX_RATE:,}")
     try:
@@ -441,6 +459,28 @@ def _rate(value: object, where: str) -> Decimal:
             f"{where}: a rate may have at most {MAX_RATE_PLACES} decimal places, not {places}"
         )
     return rate
+
+
+def _check_float_digits(text: str, where: str) -> None:
+    """Refuse a plain number written with more significant digits than a float holds."""
+    try:
+        written = Decimal(text.strip())
+    except InvalidOperation:
+        return
+    if not written.is_finite() or written.is_zero():
+        return
+    digits, _ = _digits_and_places(written)
+    if digits > MAX_RATE_DIGITS:
+        raise PriceTableError(
+            f"{where}: a rate may have at most {MAX_RATE_DIGITS} significant digits, not {digits}"
+        )
+    if digits > FLOAT_DIGITS:
+        shown = text.strip() if len(text.strip()) <= 40 else f"{text.strip()[:37]}..."
+        raise PriceTableError(
+            f"{where}: {shown} has {digits} significant digits, more than a plain number keeps "
+            f'(a float is exact to only about 15-17); quote it as a string ("{shown}") to keep '
+            "every digit"
+        )
 
 
 def _digits_and_places(rate: Decimal) -> tuple[int, int]:
@@ -486,7 +526,9 @@ def _parse(raw: bytes, is_json: bool, location: Path) -> Any:
     the parser gives one) without quoting the content."""
     kind = "JSON" if is_json else "TOML"
     try:
-        return json.loads(raw) if is_json else tomllib.loads(raw.decode("utf-8"))
+        if is_json:
+            return json.loads(raw, parse_float=_WrittenFloat)
+        return tomllib.loads(raw.decode("utf-8"), parse_float=_WrittenFloat)
     except RecursionError:
         reason = "it is nested too deeply for a price table"
     except UnicodeDecodeError as error:

@@ -171,6 +171,15 @@ def price_usage(
                     f"equally specific entries with different rates match: {labels}", fallback
                 ),
             )
+        later = _later_entry(table, provider, (model, response_model if fallback else None), at)
+        if later is not None:
+            return CostLine(
+                status=CostStatus.UNPRICED,
+                code=CostCode.PRICE_NOT_YET_VALID,
+                reason=f"the price entry {later.label} applies only from "
+                f"{later.valid_from.isoformat() if later.valid_from else '?'}, after the call "
+                f"({at.isoformat()}); give the table an entry for the time before it",
+            )
         return CostLine(
             status=CostStatus.UNPRICED,
             code=CostCode.NO_PRICE_ENTRY,
@@ -271,6 +280,21 @@ def price_usage(
     return CostLine(
         CostStatus.PRICED, amount, entry.currency, fallback, None, dimensions, entry.label
     )
+
+
+def _later_entry(
+    table: PriceTable, provider: str, models: tuple[str | None, ...], at: datetime
+) -> PriceEntry | None:
+    """The earliest entry for one of ``models`` that applies only from after ``at``, if any (a
+    call the table has no entry for at its time, but does have one for later)."""
+    later = [
+        entry
+        for entry in table.entries
+        if entry.valid_from is not None
+        and at < entry.valid_from
+        and any(model is not None and entry.matches(provider, model) for model in models)
+    ]
+    return min(later, key=lambda entry: entry.valid_from or at, default=None)
 
 
 def compute_seconds(latency_ms: float) -> Decimal:
