@@ -321,3 +321,34 @@ def test_a_plain_number_too_long_for_any_rate_says_the_limit(tmp_path: Path) -> 
 
     with pytest.raises(PriceTableError, match=r"at most 20 significant digits, not 30$"):
         PriceTable.load(table)
+
+
+# --- the OTLP settings' repr, and spend in two currencies ---------------------------------
+
+
+def test_the_otlp_settings_repr_holds_no_secret() -> None:
+    from spanledger.exporters.pipelines import OtlpSettings
+
+    secret = "SENTINEL-otlp-9c1d"
+    settings = OtlpSettings(
+        f"https://user:{secret}@otel.example.com:4318/v1/traces?key={secret}",
+        f"https://otel.example.com/v1/metrics?token={secret}",
+        {"authorization": f"Bearer {secret}"},
+        {"x-api-key": secret},
+    )
+    shown = repr(settings)
+    assert secret not in shown
+    assert secret not in str(settings)
+    assert "'https://otel.example.com:4318/v1/traces'" in shown
+    assert "'authorization': '<redacted>'" in shown
+    assert "'x-api-key': '<redacted>'" in shown
+
+
+def test_spend_in_two_currencies_is_said_so_not_that_nothing_was_cited() -> None:
+    from spanledger.attribution.summary import AttributionFigures, figure_rows
+
+    figures = AttributionFigures(
+        requests=2, with_share=2, cited_tokens=40, currencies=("EUR", "USD")
+    )
+    rows = dict(figure_rows(figures))
+    assert rows["spend per cited token"] == "n/a (the spend is in 2 currencies)"

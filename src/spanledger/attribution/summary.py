@@ -225,11 +225,12 @@ def figure_rows(figures: AttributionFigures) -> list[tuple[str, str]]:
         note = f" ({counted(left_out, 'request')} with unknown spend left out)" if left_out else ""
         rows.append(("spend per cited token", f"{per_token:.10f} {currency or ''}{note}"))
     else:
-        why = (
-            f"{counted(left_out, 'request')} with unknown spend"
-            if left_out
-            else "nothing was cited"
-        )
+        if len(figures.currencies) > 1:
+            why = f"the spend is in {len(figures.currencies)} currencies"
+        elif left_out:
+            why = f"{counted(left_out, 'request')} with unknown spend"
+        else:
+            why = "nothing was cited"
         rows.append(("spend per cited token", f"n/a ({why})"))
     if figures.earned_nothing:
         rows.append(("rendered context earned nothing in", _some(figures.earned_nothing)))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spanledger import _forksafe
-from spanledger.exporters._export_logs import Backend, route_export_logs
+from spanledger.exporters._export_logs import Backend, route_export_logs, safe_address
 from spanledger.exporters._langfuse_pipeline import LangfusePipeline, langfuse_pipeline
 from spanledger.exporters._lifecycle import (
     DEFAULT_SHUTDOWN_TIMEOUT,
@@ -70,6 +70,29 @@ class OtlpSettings:
     metrics_headers: dict[str, str] | None = None
     metric_interval: float = 60.0
     """Seconds between periodic metric exports."""
+
+    def __repr__(self) -> str:
+        """The settings with no secret: endpoints without credentials or query, header names
+        without their values (an OTLP header is often an API key)."""
+
+        def names(headers: dict[str, str] | None) -> str:
+            return (
+                "None"
+                if headers is None
+                else "{" + ", ".join(f"{name!r}: '<redacted>'" for name in headers) + "}"
+            )
+
+        metrics = (
+            repr(safe_address(self.metrics_endpoint))
+            if self.metrics_endpoint is not None
+            else "None"
+        )
+        return (
+            f"OtlpSettings(traces_endpoint={safe_address(self.traces_endpoint)!r}, "
+            f"metrics_endpoint={metrics}, traces_headers={names(self.traces_headers)}, "
+            f"metrics_headers={names(self.metrics_headers)}, "
+            f"metric_interval={self.metric_interval!r})"
+        )
 
 
 class OtelPipeline:
