@@ -24,10 +24,10 @@ import httpx
 
 from spanledger.attribution.context import ContextCapture
 from spanledger.attribution.scope import current_request
-from spanledger.capture.http import request_body
+from spanledger.capture.http import aread_whole, read_whole, request_body
 from spanledger.recording.call import logged
 from spanledger.wire.chat import CHAT_ENDINGS, ChatPrompt, ChatWire, chat_wire_for, documents_named
-from spanledger.wire.http import already_read, decoded_body
+from spanledger.wire.http import decoded_body
 from spanledger.wire.request import request_path
 
 __all__ = [
@@ -165,19 +165,11 @@ def send_read(
     read = _read_for(request)
     if read is None:
         return send(request)
-    raw = b""
     with reading():
         response = send(request)
         if not read.arrived(response.status_code, response.headers.get("content-type")):
             return response
-        body = already_read(response)
-        if body is None:
-            stream = response.stream
-            assert isinstance(stream, httpx.SyncByteStream)  # as httpx's own client requires
-            try:
-                raw = b"".join(stream)
-            finally:
-                stream.close()
+        body, raw = read_whole(response)
     return _handed_on(read, response, body, raw, request)
 
 
@@ -188,19 +180,11 @@ async def asend_read(
     read = _read_for(request)
     if read is None:
         return await send(request)
-    raw = b""
     with reading():
         response = await send(request)
         if not read.arrived(response.status_code, response.headers.get("content-type")):
             return response
-        body = already_read(response)
-        if body is None:
-            stream = response.stream
-            assert isinstance(stream, httpx.AsyncByteStream)  # as httpx's own client requires
-            try:
-                raw = b"".join([chunk async for chunk in stream])
-            finally:
-                await stream.aclose()
+        body, raw = await aread_whole(response)
     return _handed_on(read, response, body, raw, request)
 
 

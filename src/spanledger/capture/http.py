@@ -39,8 +39,10 @@ from spanledger.wire.http import (
 
 __all__ = [
     "Watch",
+    "aread_whole",
     "asend_recorded",
     "might_be_vendor_call",
+    "read_whole",
     "request_body",
     "requests_headers",
     "send_recorded",
@@ -64,14 +66,7 @@ def send_recorded(
     token = _sending.set(True)
     try:
         response = send(request)
-        body = already_read(response)
-        if body is None:
-            stream = response.stream
-            assert isinstance(stream, httpx.SyncByteStream)  # as httpx's own client requires
-            try:
-                raw = b"".join(stream)
-            finally:
-                stream.close()
+        body, raw = read_whole(response)
     except BaseException as exc:
         watch.raised(exc)
         raise
@@ -94,14 +89,7 @@ async def asend_recorded(
     token = _sending.set(True)
     try:
         response = await send(request)
-        body = already_read(response)
-        if body is None:
-            stream = response.stream
-            assert isinstance(stream, httpx.AsyncByteStream)  # as httpx's own client requires
-            try:
-                raw = b"".join([chunk async for chunk in stream])
-            finally:
-                await stream.aclose()
+        body, raw = await aread_whole(response)
     except BaseException as exc:
         watch.raised(exc)
         raise
@@ -110,6 +98,33 @@ async def asend_recorded(
     if body is not None:
         return watch.answered_read(response, body)
     return watch.answered(response, raw, request)
+
+
+def read_whole(response: httpx.Response) -> tuple[bytes | None, bytes]:
+    """A response's body its maker already read (and no raw bytes), else ``None`` and the
+    raw bytes read whole from its stream, which is closed."""
+    body = already_read(response)
+    if body is not None:
+        return body, b""
+    stream = response.stream
+    assert isinstance(stream, httpx.SyncByteStream)  # as httpx's own client requires
+    try:
+        return None, b"".join(stream)
+    finally:
+        stream.close()
+
+
+async def aread_whole(response: httpx.Response) -> tuple[bytes | None, bytes]:
+    """The coroutine twin of ``read_whole``."""
+    body = already_read(response)
+    if body is not None:
+        return body, b""
+    stream = response.stream
+    assert isinstance(stream, httpx.AsyncByteStream)  # as httpx's own client requires
+    try:
+        return None, b"".join([chunk async for chunk in stream])
+    finally:
+        await stream.aclose()
 
 
 class Watch:
