@@ -87,7 +87,7 @@ def test_two_demo_runs_keep_their_requests_apart(
 
 def event(model: str, **fields: object) -> EmbeddingEvent:
     return EmbeddingEvent(
-        call_id="c1",
+        call_id=f"c1-{model}",  # one call per model: the report counts a call id once
         provider="jina",
         model=model,
         started_at=datetime(2026, 11, 1, tzinfo=UTC),

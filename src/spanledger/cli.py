@@ -1,10 +1,12 @@
 """The ``spanledger`` command.
 
 Whatever goes wrong, the command ends with one line on standard error and a non-zero status,
-never a traceback: a setting or file spanledger cannot use is named with its problem (status
-1), an extra that is not installed is named with the command that installs it (status 1), and
-anything unexpected is named by its type only (status 1; its message could quote a file's
-content). ``prices check`` reports an invalid table on standard output, as its answer.
+never a traceback: a usage error (an unknown option, a missing argument, a bad choice) is named
+with the command's ``--help`` (status 1), a setting or file spanledger cannot use is named with
+its problem (status 1), an extra that is not installed is named with the command that installs
+it (status 1), and anything unexpected is named by its type only (status 1; its message could
+quote a file's content). ``prices check`` reports an invalid table on standard output, as its
+answer. ``--help`` and ``--version`` print their text and exit 0.
 """
 
 from __future__ import annotations
@@ -15,15 +17,39 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from spanledger._version import __version__
 from spanledger.errors import ConfigurationError
 
 __all__ = ["main"]
 
+_SKIP_UNREADABLE = (
+    "skip the logs and directories that cannot be read, naming them on standard error "
+    "(without it, the first one fails the command)"
+)
+
+
+class _UsageError(Exception):
+    """A command line argparse refused: which (sub)command, and argparse's reason."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        self.message = " ".join(message.split())  # one line, whatever argparse wrote
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse raising ``_UsageError`` instead of printing its usage and exiting 2, so that a
+    usage error is one line and status 1, as every other failure of the command is.
+    Subcommands' parsers are of this class too (``add_subparsers`` uses the parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self.prog, message)
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="spanledger", description="Tracing and cost accounting for retrieval calls."
     )
     parser.add_argument("--version", action="version", version=f"spanledger {__version__}")
@@ -69,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--until", help="only calls started before (ISO date or time, UTC; after --since)"
     )
+    report.add_argument("--skip-unreadable", action="store_true", help=_SKIP_UNREADABLE)
     export = commands.add_parser(
         "export", help="event logs as Parquet, partitioned by day, for a warehouse"
     )
@@ -82,8 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("--since", help="only records at or after (ISO date or time, UTC)")
     export.add_argument("--until", help="only records before (ISO date or time, UTC)")
+    export.add_argument("--skip-unreadable", action="store_true", help=_SKIP_UNREADABLE)
     prices = commands.add_parser("prices", help="work with price tables")
-    prices_commands = prices.add_subparsers(dest="prices_command", required=True)
+    prices_commands = prices.add_subparsers(dest="prices_command", required=True, metavar="command")
     check = prices_commands.add_parser("check", help="validate a price table")
     check.add_argument("table", type=Path)
     prices_commands.add_parser(
@@ -108,7 +136,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # reported here, by the innermost command given, rather than by the top
+            raise _UsageError(_prog(args), f"unrecognized arguments: {' '.join(extra)}")
+    except _UsageError as error:
+        return _fail(f"error: {error.prog}: {error.message} (see {error.prog} --help)")
     if args.command is None:  # bare `spanledger`: say what it can do
         parser.print_help()
         return 0
@@ -162,6 +195,7 @@ def _run(args: argparse.Namespace) -> int:
             since=since,
             until=until,
             html=args.html,
+            skip_unreadable=args.skip_unreadable,
             out=sys.stdout,
             err=sys.stderr,
         )
@@ -175,6 +209,7 @@ def _run(args: argparse.Namespace) -> int:
             args.parquet,
             since=since,
             until=until,
+            skip_unreadable=args.skip_unreadable,
             out=sys.stdout,
             err=sys.stderr,
         )
@@ -194,6 +229,13 @@ def _run(args: argparse.Namespace) -> int:
         days = stale_days(args.stale_days)
         return run_prices_check(args.table, stale_days=days, out=sys.stdout)
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _prog(args: argparse.Namespace) -> str:
+    """The (sub)command the parsed ``args`` ran, as its usage names it: ``spanledger prices
+    check``."""
+    words = (getattr(args, "command", None), getattr(args, "prices_command", None))
+    return " ".join(["spanledger", *(word for word in words if word)])
 
 
 def _fail(line: str, *, status: int = 1) -> int:

@@ -18,7 +18,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import PlainSerializer
+from pydantic import AfterValidator, PlainSerializer
 
 __all__ = [
     "CHARGED_STATUSES",
@@ -80,8 +80,30 @@ def plain(amount: Decimal) -> str:
     return f"{amount:f}"
 
 
-Amount = Annotated[Decimal, PlainSerializer(plain, return_type=str, when_used="json")]
-"""A ``Decimal`` amount that JSON gets as a plain decimal string."""
+MAX_AMOUNT_DIGITS = 15
+"""An amount's integer digits at most (a quadrillion of a currency): past that it is no cost."""
+MAX_AMOUNT_DECIMALS = 60
+"""An amount's decimal places at most: finer than any rate divides."""
+
+
+def _sound_amount(value: Decimal) -> Decimal:
+    """An amount read from a log or built by hand: finite, not negative, and of a size money
+    has, so that no reader sums a NaN, a credit nobody gave or a billion-digit number."""
+    if not value.is_finite() or value < 0:
+        raise ValueError("an amount is a finite decimal that is not negative")
+    exponent = value.as_tuple().exponent
+    too_fine = isinstance(exponent, int) and exponent < -MAX_AMOUNT_DECIMALS
+    if value and (value.adjusted() >= MAX_AMOUNT_DIGITS or too_fine):
+        raise ValueError("an amount has at most 15 integer digits and 60 decimal places")
+    return value
+
+
+Amount = Annotated[
+    Decimal,
+    AfterValidator(_sound_amount),
+    PlainSerializer(plain, return_type=str, when_used="json"),
+]
+"""A ``Decimal`` amount that JSON gets as a plain decimal string; validated as sound."""
 
 
 @dataclass(slots=True)

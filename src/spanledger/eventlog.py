@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from spanledger.events import (
@@ -27,8 +27,12 @@ from spanledger.events import (
 
 __all__ = [
     "SCHEMA_VERSION",
+    "TRUNCATED",
     "EventLog",
     "LogProblem",
+    "decode_line",
+    "decode_object",
+    "decode_written",
     "encode_event",
     "event_line",
     "iter_events",
@@ -43,6 +47,15 @@ _EVENT_FIELDS: dict[str, frozenset[str]] = {
     for cls in (EmbeddingEvent, EmbeddingFailedEvent, RerankEvent, RerankFailedEvent)
 }
 _EVENT_KINDS = frozenset(_EVENT_FIELDS)
+_RECORD_FIELDS = frozenset(AttributionRecord.model_fields)
+_RECORD_ADAPTER: TypeAdapter[Event | AttributionRecord] = TypeAdapter(
+    Annotated[
+        EmbeddingEvent | EmbeddingFailedEvent | RerankEvent | RerankFailedEvent | AttributionRecord,
+        Field(discriminator="kind"),
+    ]
+)
+_WRITTEN_PREFIX = b'{"schema":%d,' % SCHEMA_VERSION
+"""How every line the library writes begins."""
 
 
 def encode_event(event: Event | AttributionRecord) -> str:
@@ -108,7 +121,7 @@ def read_events(path: str | PathLike[str]) -> EventLog:
             log.attributions.append(record)
         else:
             log.events.append(record)
-    log.truncated_tail = any(problem.reason == _TRUNCATED for problem in log.problems[-1:])
+    log.truncated_tail = any(problem.reason == TRUNCATED for problem in log.problems[-1:])
     return log
 
 
@@ -131,26 +144,51 @@ def iter_records(
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            decoded = _decode_line(line)
+            decoded = decode_line(line)
             if not isinstance(decoded, str):
                 yield decoded
                 continue
             if on_problem is not None:
                 complete = line.endswith(b"\n")
-                on_problem(LogProblem(number, decoded if complete else _TRUNCATED))
+                on_problem(LogProblem(number, decoded if complete else TRUNCATED))
 
 
-_TRUNCATED = "truncated last line (the writer stopped mid-line)"
+TRUNCATED = "truncated last line (the writer stopped mid-line)"
+"""Why a last line without its newline that is no record is skipped: a writer stopped (or is
+still writing) mid-line."""
 
 
-def _decode_line(line: bytes) -> Event | AttributionRecord | str:
-    """The line's event or record, or why it is neither."""
+def decode_line(line: bytes) -> Event | AttributionRecord | str:
+    """The line's event or record, or why it is neither: the one rule every reader of a log
+    applies (``read_events``, the report, the export)."""
     try:
         data: Any = json.loads(line)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return "not valid JSON"
     if type(data) is not dict:
         return "not a JSON object"
+    return decode_object(data)
+
+
+def decode_written(line: bytes) -> Event | AttributionRecord | None:
+    """The line's record when the line is in the form the writer gives it (schema first,
+    every value of its JSON type, nothing undeclared), read in one strict pass; ``None``
+    for any other line, which ``decode_line`` then judges. What this keeps, ``decode_line``
+    keeps alike."""
+    if not line.startswith(_WRITTEN_PREFIX):
+        return None
+    try:
+        return _RECORD_ADAPTER.validate_json(b"{" + line[len(_WRITTEN_PREFIX) :], strict=True)
+    except (ValidationError, ValueError, RecursionError):
+        return None
+
+
+def decode_object(data: dict[str, Any]) -> Event | AttributionRecord | str:
+    """A decoded line's event or record, or why it is neither (``data`` is consumed).
+
+    Keys that no field of the line's kind declares are ignored: a newer spanledger may add a
+    field without a new schema version, and its calls still count. Every declared field is
+    held to the models' rules."""
     schema = data.pop("schema", None)
     if type(schema) is not int:
         return "no schema version"
@@ -159,17 +197,24 @@ def _decode_line(line: bytes) -> Event | AttributionRecord | str:
     kind = data.get("kind")
     if kind == "attribution":
         try:
-            return AttributionRecord.model_validate(data)
+            return AttributionRecord.model_validate(_declared(data, _RECORD_FIELDS))
         except ValidationError:
             return "invalid attribution record"
     if type(kind) is not str or kind not in _EVENT_KINDS:
         return "unknown record kind"
     try:
-        return _EVENT_ADAPTER.validate_python(data)
+        return _EVENT_ADAPTER.validate_python(_declared(data, _EVENT_FIELDS[kind]))
     except ValidationError as exc:
         return f"invalid {kind} event (fields: {', '.join(_field_names(kind, exc))})"
     except RecursionError:
         return f"invalid {kind} event (nested too deeply)"
+
+
+def _declared(data: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
+    """``data`` without the keys its model does not declare."""
+    if data.keys() <= fields:
+        return data
+    return {key: value for key, value in data.items() if key in fields}
 
 
 def _field_names(kind: str, exc: ValidationError) -> list[str]:

@@ -312,7 +312,7 @@ class _CallEvent(_Record):
     bills). ``None`` when the endpoint is not declared (and in logs written before it was
     recorded); written only when set."""
     started_at: datetime
-    latency_ms: float = Field(ge=0)
+    latency_ms: float = Field(ge=0, allow_inf_nan=False)
     request_params: dict[str, Any] = Field(default_factory=dict)
     server_address: str | None = None
     server_port: int | None = None
@@ -341,7 +341,7 @@ class _Failed(_CallEvent):
     error_type: str | None = None
     error_message: str = ""
     status_code: int | None = None
-    retry_after: float | None = None
+    retry_after: float | None = Field(default=None, allow_inf_nan=False)
     fingerprint: Fingerprint | None = None
 
 
@@ -430,7 +430,7 @@ class AttributionRecord(_Record):
     rendered_tokens: Count
     cited_tokens: Count
     uncited_rendered_tokens: Count
-    cited_token_share: float | None = None
+    cited_token_share: float | None = Field(default=None, allow_inf_nan=False)
     reconcilable: bool
     problems: list[str] = Field(default_factory=list)
     calls: Count

@@ -14,7 +14,7 @@ from typing import TextIO
 
 from spanledger.fleet.progress import reading_progress
 from spanledger.fleet.scan import Grouping
-from spanledger.fleet.sources import log_files
+from spanledger.fleet.sources import describe_unreadable, log_files
 from spanledger.ledger.prices import PriceTable, PriceTableError
 from spanledger.ledger.pricing import Ledger
 
@@ -31,6 +31,7 @@ def run_report(
     since: datetime | None = None,
     until: datetime | None = None,
     html: Path | None = None,
+    skip_unreadable: bool = False,
     out: TextIO,
     err: TextIO | None = None,
 ) -> int:
@@ -38,7 +39,8 @@ def run_report(
     directories, glob patterns); with ``html``, write it to that file as a page of charts
     instead. 1 when no readable event was found. Raises ``PriceTableError`` for a price table,
     ``ConfigurationError`` for a source that names nothing (or ``html`` without its extra),
-    ``OSError`` for a log that cannot be read."""
+    ``OSError`` for a log that cannot be read, unless ``skip_unreadable``: then what cannot be
+    read is skipped and named in one line on ``err``."""
     from spanledger.fleet.report import price_scan
     from spanledger.fleet.scan import scan_logs
 
@@ -48,7 +50,8 @@ def run_report(
         require_charting()
     named = [sources] if isinstance(sources, str | Path) else list(sources)
     ledger = Ledger(PriceTable.load(prices), warn=False) if prices is not None else None
-    files = log_files(named)
+    found = log_files(named, skip_unreadable=skip_unreadable)
+    files = found.files
     windows = ledger.prices.boundaries() if ledger is not None else ()
     with reading_progress(files, err):
         scan = scan_logs(
@@ -61,6 +64,7 @@ def run_report(
             daily=html is not None,
         )
     report = price_scan(scan, by, ledger)
+    report.unreadable = tuple(str(path) for path in found.unreadable)
     if html is not None:
         from spanledger.fleet.html_page import write_page
 
@@ -73,7 +77,13 @@ def run_report(
     else:
         out.write(report.render() + "\n")
     warnings = err if err is not None else out
+    _unreadable(found.unreadable, warnings)
     _skipped(report.problems, warnings)
+    if report.duplicates and (as_json or as_csv or html is not None):
+        warnings.write(
+            f"counted once: {report.duplicates} line{'s' if report.duplicates != 1 else ''} "
+            "repeating a call already counted (same call id)\n"
+        )
     if scan.events == 0 and scan.attribution.requests == 0:
         warnings.write(f"no readable event in {len(files)} file{'s' if len(files) != 1 else ''}\n")
         return 1
@@ -86,21 +96,32 @@ def run_export(
     *,
     since: datetime | None = None,
     until: datetime | None = None,
+    skip_unreadable: bool = False,
     out: TextIO,
     err: TextIO,
 ) -> int:
-    """Write the logs ``sources`` name as Parquet under ``target``; 1 when nothing was read."""
+    """Write the logs ``sources`` name as Parquet under ``target``; 1 when nothing was read.
+    ``skip_unreadable``: as for ``run_report``."""
     from spanledger.fleet.export import export_parquet
 
-    files = log_files(list(sources))
+    found = log_files(list(sources), skip_unreadable=skip_unreadable)
+    files = found.files
     with reading_progress(files, err):
         done = export_parquet(files, target, since=since, until=until)
     out.write(
         f"exported {done.events} events and {done.attribution_records} attribution records "
         f"over {done.days} day{'s' if done.days != 1 else ''} to {target}\n"
     )
+    _unreadable(found.unreadable, err)
     _skipped(done.problems, err)
     return 0 if done.events or done.attribution_records else 1
+
+
+def _unreadable(paths: Sequence[Path], err: TextIO) -> None:
+    """Name the files and directories ``--skip-unreadable`` left out, so a total read from
+    fewer logs than were named says so."""
+    if paths:
+        err.write(f"skipped {describe_unreadable(paths)}\n")
 
 
 def _skipped(problems: dict[str, int], err: TextIO) -> None:

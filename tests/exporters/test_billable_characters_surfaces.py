@@ -158,10 +158,11 @@ def test_the_report(workload: Workload, capsys: pytest.CaptureFixture[str]) -> N
     rows = {row["status"]: row for row in report["rows"]}
     assert rows["priced"]["billable_characters"] == CHARACTERS
     assert Decimal(rows["priced"]["amount"]) == PRICE
-    assert rows["unmetered"]["billable_characters"] == 0
+    assert rows["unmetered"]["billable_characters"] is None  # none reported: unknown, not 0
+    assert rows["unmetered"]["billable_characters_calls"] == 0
     assert rows["unmetered"]["amount"] is None
     table = list(csv.DictReader(io.StringIO(_run(capsys, "report", logs, "--csv"))))
-    assert sorted(row["billable_characters"] for row in table) == ["0", str(CHARACTERS)]
+    assert sorted(row["billable_characters"] for row in table) == ["", str(CHARACTERS)]
     text = _run(capsys, "report", logs, "--prices", prices)
     [priced] = [line for line in text.splitlines() if line.startswith("gcp.vertex_ai")][:1]
     assert priced.split()[-1] == str(CHARACTERS)

@@ -64,14 +64,11 @@ def test_a_directory_is_read_whole_and_skipped_lines_are_counted_on_stderr(
     data = json.loads(out)
     assert status == 0
     assert data["events"] == 12
-    assert data["skipped_lines"] == {
-        "invalid embedding event": 1,
-        "not a readable JSON record": 1,
-    }
-    assert err.splitlines() == [
-        "skipped 1 line: invalid embedding event",
-        "skipped 1 line: not a readable JSON record",
-    ]
+    invalid = (
+        "invalid embedding event (fields: call_id, input_count, latency_ms, provider, started_at)"
+    )
+    assert data["skipped_lines"] == {invalid: 1, "not valid JSON": 1}  # read_events' reasons
+    assert err.splitlines() == [f"skipped 1 line: {invalid}", "skipped 1 line: not valid JSON"]
     assert SENTINEL not in out + err
 
 
@@ -176,8 +173,8 @@ def test_export_writes_day_partitions_that_hold_what_the_report_totals(
     ).fetchall()
     totals = json.loads(report)["rows"]
     assert calls == json.loads(report)["events"]
-    assert tokens == sum(row["input_tokens"] for row in totals)
-    assert units == sum(row["search_units"] for row in totals)
+    assert tokens == sum(row["input_tokens"] or 0 for row in totals)  # null: none reported
+    assert units == sum(row["search_units"] or 0 for row in totals)
     written = b"".join(path.read_bytes() for path in target.rglob("*.parquet"))
     assert SENTINEL.encode() not in written
 

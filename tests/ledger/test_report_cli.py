@@ -423,7 +423,10 @@ def test_by_request_keeps_its_columns_for_calls_outside_any_request(
     request's rows (its empty key once shifted every figure left)."""
     log = tmp_path / "mixed.jsonl"
     lines = recorded.log.read_text(encoding="utf-8").splitlines()
-    inside = [json.loads(line) | {"request_id": "turn-7"} for line in lines[:2]]
+    inside = [  # other calls (a call id counts once), made inside a request
+        json.loads(line) | {"request_id": "turn-7", "call_id": f"inside-{n}"}
+        for n, line in enumerate(lines[:2])
+    ]
     log.write_text("\n".join([*lines, *map(json.dumps, inside)]) + "\n", encoding="utf-8")
     _, out = _run(capsys, "report", str(log), "--by", "request")
     table = out.split("\n\n")[1].splitlines()

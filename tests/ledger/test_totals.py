@@ -58,17 +58,21 @@ def _totals() -> Totals:
 def test_groups_are_keyed_by_request_provider_model_status_and_currency() -> None:
     groups = _totals().groups
     small_r1 = groups[GroupKey("r1", "openai", "text-embedding-3-small", "priced", "USD")]
-    assert small_r1 == GroupTotal(calls=2, amount=Decimal("0.00008"), input_tokens=4000)
+    assert small_r1 == GroupTotal(
+        calls=2, amount=Decimal("0.00008"), input_tokens=4000, input_tokens_calls=2
+    )
     small_r2 = groups[GroupKey("r2", "openai", "text-embedding-3-small", "priced", "USD")]
-    assert small_r2 == GroupTotal(calls=1, amount=Decimal("0.00001"), input_tokens=500)
+    assert small_r2 == GroupTotal(
+        calls=1, amount=Decimal("0.00001"), input_tokens=500, input_tokens_calls=1
+    )
     assert groups[GroupKey("r1", "cohere", "rerank-v3.5", "priced", "USD")] == GroupTotal(
-        calls=1, amount=Decimal("0.006"), search_units=3
+        calls=1, amount=Decimal("0.006"), search_units=3, search_units_calls=1, reranks=1
     )
     estimated = groups[GroupKey("r1", "cohere", "rerank-v3.5", "estimated", "USD")]
     assert estimated.calls == 1
     assert estimated.amount == Decimal("0.004")
     not_billed = groups[GroupKey("r2", "cohere", "rerank-v3.5", "not_billed", "")]
-    assert not_billed == GroupTotal(calls=1, amount=Decimal(0))
+    assert not_billed == GroupTotal(calls=1, amount=Decimal(0), reranks=1)
     euro = groups[GroupKey("", "mistral", "mistral-embed", "priced", "EUR")]
     assert euro.amount == Decimal("0.001")
     unpriced = groups[GroupKey("r2", "openai", "unknown", "unpriced", "")]

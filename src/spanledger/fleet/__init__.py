@@ -1,4 +1,5 @@
-"""Reading a fleet's event logs: many files, rotated, scanned by DuckDB with bounded memory.
+"""Reading a fleet's event logs: many files, rotated, each line judged by the library's own
+decoder, then grouped by DuckDB with bounded memory.
 
 ``spanledger report`` and ``spanledger export`` go through here; ``import spanledger`` never
 does, so DuckDB is imported only when a report is asked for.
@@ -6,6 +7,6 @@ does, so DuckDB is imported only when a report is asked for.
 
 from __future__ import annotations
 
-from spanledger.fleet.sources import log_files
+from spanledger.fleet.sources import LogFiles, log_files
 
-__all__ = ["log_files"]
+__all__ = ["LogFiles", "log_files"]

@@ -5,15 +5,25 @@ pygal writes its figures as SVG text, escaped by its XML serializer. Each bar ca
 ``<title>`` with its category, series and exact figure, so a pointer over it shows what the
 bar is worth; pygal's own script (its configuration, and the tooltips it would fetch) is
 removed from every chart.
+
+Every text handed to pygal is bounded here, whatever the log holds: labels, legend entries,
+axis titles and the figures printed on bars to ``LABEL_LIMIT`` characters, the chart's title
+and each part of a bar's title to ``PAGE_LIMIT``, axis ticks to ``_TICK_LIMIT``, each with its
+unsafe characters escaped (``spanledger.fleet.display``). The bound is what keeps a chart
+finite: pygal 3.1 wraps a title in a loop that never ends when the room left beside the
+labels is under one character, and a label wider than the chart (a 250-character model name)
+left none. With these bounds at least several characters' room is always left.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
 from decimal import Decimal
 from typing import Any
 
 from spanledger.errors import ConfigurationError
+from spanledger.fleet.display import LABEL_LIMIT, page_text
 from spanledger.fleet.html_series import Chart
 
 __all__ = ["MISSING_EXTRA", "chart_svg", "require_charting"]
@@ -38,6 +48,12 @@ _PRINTED_UP_TO = 31
 """A chart with more categories than this prints no value on its bars (the titles still do)."""
 _LABELLED_UP_TO = 31
 """A chart by day with more days than this labels only some of them."""
+_TICK_LIMIT = 12
+"""Characters of an axis tick: longer numbers are written with an exponent."""
+_DRAWN_FROM, _DRAWN_UP_TO = Decimal("1e-100"), Decimal("1e100")
+"""The range of bars drawn: a figure above it (which only a damaged log holds) is drawn as
+long as its top, one below it as nothing, since pygal's scales overflow a float, or divide by
+zero, far beyond it. The bar's title keeps the figure."""
 
 
 def require_charting() -> None:
@@ -83,14 +99,14 @@ def chart_svg(chart: Chart) -> str:
         disable_xml_declaration=True,
         width=1000,
         height=height,
-        title=chart.title,
-        x_title=f"{chart.unit}" if chart.horizontal else chart.axis,
-        y_title=chart.axis if chart.horizontal else chart.unit,
+        title=page_text(chart.title),
+        x_title=_label(chart.unit if chart.horizontal else chart.axis),
+        y_title=_label(chart.axis if chart.horizontal else chart.unit),
         show_legend=chart.stacked or chart.legend,
         legend_at_bottom=True,
         legend_at_bottom_columns=min(len(chart.series), 5) or 1,
         truncate_legend=40,
-        truncate_label=48,
+        truncate_label=LABEL_LIMIT,
         print_values=not chart.stacked and rows <= _PRINTED_UP_TO,
         print_values_position="top",
         x_label_rotation=0 if chart.horizontal or rows <= 12 else 45,
@@ -100,20 +116,20 @@ def chart_svg(chart: Chart) -> str:
         y_labels=_ticks(chart),
         margin_bottom=36 if chart.stacked or chart.legend else 10,
         spacing=12,
-        no_data_text=chart.empty or "nothing to draw",
+        no_data_text=page_text(chart.empty or "nothing to draw"),
     )
     order = slice(None, None, -1 if chart.horizontal else 1)  # pygal draws bars upwards
-    graph.x_labels = list(chart.categories[order])
+    graph.x_labels = [_label(category) for category in chart.categories[order]]
     for series in chart.series:
         graph.add(
-            series.name,
+            _label(series.name),
             [
                 None
                 if value is None
                 else {
-                    "value": float(value),
-                    "formatter": _fixed(text),
-                    "label": f"{category} · {series.name}: {text}",
+                    "value": float(_drawn(value)),
+                    "formatter": _fixed(_label(text)),
+                    "label": _bar_title(category, series.name, text),
                 }
                 for category, value, text in zip(
                     chart.categories[order],
@@ -130,6 +146,25 @@ def chart_svg(chart: Chart) -> str:
     return str(rendered)
 
 
+def _label(text: str) -> str:
+    """A text drawn inside the chart: escaped and cut to ``LABEL_LIMIT``."""
+    return page_text(text, LABEL_LIMIT)
+
+
+def _bar_title(category: str, series: str, figure: str) -> str:
+    """A bar's title, ``category · series: figure``, each part escaped and cut."""
+    return f"{page_text(category)} · {page_text(series)}: {page_text(figure)}"
+
+
+def _drawn(value: Decimal | int) -> Decimal:
+    """The length ``value``'s bar is drawn at: itself within the drawn range, else its
+    nearest end (nothing, for a figure too small to draw)."""
+    exact = Decimal(value)
+    if exact < _DRAWN_FROM:
+        return Decimal(0)
+    return min(exact, _DRAWN_UP_TO)
+
+
 def _label_every(chart: Chart) -> int | None:
     """Label every n-th bar of a chart with many (the first of each stretch), so the labels
     stay readable; every bar is labelled up to ``_LABELLED_UP_TO``."""
@@ -140,10 +175,13 @@ def _label_every(chart: Chart) -> int | None:
 
 
 def _axis_number(value: float) -> str:
-    """An axis tick, in plain digits (the bars' own figures are exact, not these)."""
-    if value == int(value):
-        return f"{int(value):,}"
-    return f"{Decimal(repr(value)).normalize():f}"
+    """An axis tick, in plain digits (the bars' own figures are exact, not these), or with
+    an exponent when plain digits would pass ``_TICK_LIMIT`` characters."""
+    if not math.isfinite(value):
+        return str(value)
+    whole = value == int(value)
+    plain = f"{int(value):,}" if whole else f"{Decimal(repr(value)).normalize():f}"
+    return plain if len(plain) <= _TICK_LIMIT else f"{value:.3g}"
 
 
 def _ticks(chart: Chart) -> list[float] | None:
@@ -152,7 +190,7 @@ def _ticks(chart: Chart) -> list[float] | None:
     if not chart.series:
         return None
     top = max(
-        sum((Decimal(series.values[i] or 0) for series in chart.series), Decimal(0))
+        sum((_drawn(series.values[i] or 0) for series in chart.series), Decimal(0))
         for i in range(len(chart.categories))
     )
     whole = chart.unit in {"calls", "requests"}

@@ -1,25 +1,35 @@
 """``spanledger report --html``: the priced report as one HTML file that opens offline.
 
 Everything is inline (styles, SVG charts) and a Content-Security-Policy forbids the page any
-script or fetch. Every text that comes from a log (provider, model and request names, reasons)
-is HTML-escaped; the page shows the figures the text report prints and nothing more: no
-payload, no path. The totals table is cut at ``MAX_TABLE_ROWS`` rows so the file stays small
-whatever the log's size.
+script or fetch. Every text that comes from a log (provider, model and request names,
+currencies, reasons) has its control characters shown as escapes, is cut to ``PAGE_LIMIT``
+characters (``spanledger.fleet.display``) and is HTML-escaped; the page shows the figures the
+text report prints and nothing more: no payload, no path. The totals table is cut at
+``MAX_TABLE_ROWS`` rows so the file stays small whatever the log's size.
+
+``write_page`` writes the file whole or not at all, and only as a new file or over a regular
+one: never through a symbolic link, never over a directory, pipe, device or socket.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-import tempfile
+import secrets
+import stat
+from contextlib import suppress
 from datetime import datetime
 from html import escape
 from pathlib import Path
 
 from spanledger.attribution.summary import counted, figure_rows
+from spanledger.errors import ConfigurationError
+from spanledger.fleet.display import page_text
 from spanledger.fleet.html_charts import chart_svg
 from spanledger.fleet.html_series import Chart, report_charts
 from spanledger.fleet.report import NO_KEY, FleetReport, amount_text
 from spanledger.ledger.report import money
+from spanledger.ledger.totals import FIGURES
 
 __all__ = ["MAX_TABLE_ROWS", "render_page", "write_page"]
 
@@ -64,19 +74,103 @@ def write_page(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> int:
-    """Write the page to ``target`` (whole or not at all) and return its size in bytes."""
+    """Write the page to ``target`` (whole or not at all) and return its size in bytes.
+
+    The page is written to a temporary file beside ``target`` and renamed over it. A new
+    file gets the mode the umask gives, as ``open`` would; a regular file keeps its mode (and,
+    where allowed, its owner). Raises ``ConfigurationError`` when ``target`` is anything but a
+    regular file (a symbolic link, directory, pipe, device or socket), and ``OSError`` naming
+    ``target`` (never the temporary file) when it cannot be written."""
+    before = _replaceable(target)
     data = render_page(report, since=since, until=until).encode("utf-8")
-    folder = target.parent if str(target.parent) else Path(".")
-    descriptor, staged = tempfile.mkstemp(prefix=".spanledger-", suffix=".html", dir=folder)
+    try:
+        staged = _staged(target.parent, data, before)
+    except OSError as error:
+        raise _naming(error, target) from error
+    try:
+        _replaceable(target)  # once more, as near the rename as can be
+        os.replace(staged, target)
+    except BaseException as error:
+        staged.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise _naming(error, target) from error
+        raise
+    return len(data)
+
+
+def _replaceable(target: Path) -> os.stat_result | None:
+    """``target``'s status when it is a regular file this process may write, ``None`` when
+    there is none; else raise ``ConfigurationError`` (not a regular file) or ``OSError``."""
+    try:
+        found = os.lstat(target)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise _naming(error, target) from error
+    if not stat.S_ISREG(found.st_mode):
+        raise ConfigurationError(
+            f"{target} is {_kind(found.st_mode)}: --html writes a new file or replaces a "
+            "regular one, nothing else"
+        )
+    if not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(target))
+    return found
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words."""
+    kinds = (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((said for test, said in kinds if test(mode)), "not a regular file")
+
+
+def _staged(folder: Path, data: bytes, before: os.stat_result | None) -> Path:
+    """A new file in ``folder`` holding ``data``, synced, with ``before``'s mode (and owner,
+    where allowed) when given, else the mode ``open`` gives a new file under the umask."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        staged = folder / f".spanledger-{secrets.token_hex(8)}.html"
+        try:
+            descriptor = os.open(staged, flags, 0o666)
+        except FileExistsError:
+            continue
+        break
+    else:
+        raise FileExistsError(errno.EEXIST, "no free temporary name", str(folder))
     try:
         with os.fdopen(descriptor, "wb") as out:
             out.write(data)
-        os.chmod(staged, 0o644)
-        os.replace(staged, target)
+            out.flush()
+            os.fsync(out.fileno())
+        if before is not None:
+            _keep_owner(staged, before)
+            os.chmod(staged, stat.S_IMODE(before.st_mode))
     except BaseException:
-        Path(staged).unlink(missing_ok=True)
+        staged.unlink(missing_ok=True)
         raise
-    return len(data)
+    return staged
+
+
+def _keep_owner(staged: Path, before: os.stat_result) -> None:
+    """Give ``staged`` the owner and group of the file it replaces, when this process may."""
+    if not hasattr(os, "chown"):
+        return
+    now = os.stat(staged)
+    if (now.st_uid, now.st_gid) != (before.st_uid, before.st_gid):
+        with suppress(OSError):  # not this user's to give, or not this file system's
+            os.chown(staged, before.st_uid, before.st_gid)
+
+
+def _naming(error: OSError, target: Path) -> OSError:
+    """``error`` told of ``target``: the file asked for, not a temporary one beside it."""
+    return OSError(error.errno, error.strerror or type(error).__name__, str(target))
 
 
 def render_page(
@@ -124,16 +218,21 @@ def _summary(report: FleetReport) -> str:
     tiles.extend((str(count), status) for status, count in report.status_counts().items())
     tiles.extend(_context_tiles(report))
     cells = "".join(
-        f"<div><b>{escape(value)}</b><span>{escape(label)}</span></div>" for value, label in tiles
+        f"<div><b>{_text(value)}</b><span>{_text(label)}</span></div>" for value, label in tiles
     )
     return f'<div class="summary" data-summary>{cells}</div>'
 
 
+def _text(value: str) -> str:
+    """A text from the log (or holding some), as the page shows it: escaped and cut."""
+    return escape(page_text(value), quote=True)
+
+
 def _figure(chart: Chart) -> str:
-    key = escape(chart.key, quote=True)
+    key = _text(chart.key)
     if chart.empty is not None:
         return (
-            f'<figure data-chart="{key}"><figcaption>{escape(chart.title)}</figcaption>'
+            f'<figure data-chart="{key}"><figcaption>{_text(chart.title)}</figcaption>'
             f'<p class="empty" data-empty>{escape(chart.empty)}</p></figure>'
         )
     note = f"<figcaption>{escape(chart.note)}</figcaption>" if chart.note else ""
@@ -143,21 +242,20 @@ def _figure(chart: Chart) -> str:
 def _totals(report: FleetReport) -> str:
     rows = sorted(report.rows.items())
     shown = rows[:MAX_TABLE_ROWS]
-    head = "".join(f"<th>{escape(name)}</th>" for name in report.by)
+    head = "".join(f"<th>{_text(name)}</th>" for name in report.by)
     head += "<th>status</th>" + "".join(
-        f'<th class="n">{name}</th>' for name in ("calls", "amount", "tokens", "units")
+        f'<th class="n">{name}</th>' for name in ("calls", "amount", "tokens", "units", "chars")
     )
     body = []
     for (keys, status, currency), row in shown:
-        cells = "".join(f"<td>{escape(key or NO_KEY)}</td>" for key in keys)
+        cells = "".join(f"<td>{_text(key or NO_KEY)}</td>" for key in keys)
         figures = (
             str(row.calls),
             amount_text(status, currency, row.amount),
-            str(row.input_tokens),
-            str(row.search_units),
+            *(row.figure_text(name) for name in FIGURES),
         )
-        cells += f"<td>{escape(status)}</td>"
-        cells += "".join(f'<td class="n">{escape(value)}</td>' for value in figures)
+        cells += f"<td>{_text(status)}</td>"
+        cells += "".join(f'<td class="n">{_text(value)}</td>' for value in figures)
         body.append(f"<tr>{cells}</tr>")
     parts = ["<section><h2>Totals</h2>"]
     if rows:
@@ -177,7 +275,7 @@ def _totals(report: FleetReport) -> str:
     parts.append(_context_by_request(report))
     if report.problems:
         skipped = ", ".join(
-            f"{reason}: {count}" for reason, count in sorted(report.problems.items())
+            f"{page_text(reason)}: {count}" for reason, count in sorted(report.problems.items())
         )
         parts.append(f'<p class="note">lines skipped: {escape(skipped)}</p>')
     parts.append("</section>")
@@ -210,7 +308,7 @@ def _attribution_table(report: FleetReport) -> str:
         *figure_rows(figures),
     ]
     body = "".join(
-        f'<tr><th scope="row">{escape(label)}</th><td>{escape(value)}</td></tr>'
+        f'<tr><th scope="row">{_text(label)}</th><td>{_text(value)}</td></tr>'
         for label, value in rows
     )
     return f"<h2>Attribution</h2><table data-attribution><tbody>{body}</tbody></table>"
@@ -236,9 +334,9 @@ def _context_by_request(report: FleetReport) -> str:
             for name in ("context_spend", "cited_context_spend", "unused_context_spend")
         ]
         share = f"{each.share:.1%}" if each.share is not None else "n/a"
-        figures = "".join(f'<td class="n">{escape(cell)}</td>' for cell in [share, *cells])
-        why = escape(data["unknown_context_spend"] or "")
-        body.append(f"<tr><td>{escape(each.request_id)}</td>{figures}<td>{why}</td></tr>")
+        figures = "".join(f'<td class="n">{_text(cell)}</td>' for cell in [share, *cells])
+        why = _text(data["unknown_context_spend"] or "")
+        body.append(f"<tr><td>{_text(each.request_id)}</td>{figures}<td>{why}</td></tr>")
     parts = [
         "<h3>By request</h3>",
         f"<table data-context><thead><tr><th>request</th>{head}</tr></thead>"
@@ -257,7 +355,10 @@ def _not_priced(report: FleetReport) -> str:
         return ""
     listed = sorted(report.unpriced_models.items())
     items = [
-        "<li>" + escape(f"{provider}/{model}: {counted(calls, 'call')} ({reason})") + "</li>"
+        "<li>"
+        + escape(f"{page_text(provider)}/{page_text(model)}: {counted(calls, 'call')} ")
+        + escape(f"({page_text(reason)})")
+        + "</li>"
         for (provider, model, reason), calls in listed[:_MAX_LISTED]
     ]
     more = len(listed) - _MAX_LISTED

@@ -5,6 +5,10 @@ Pure data, no charting library: a chart is categories, series of values aligned 
 for each value the exact text the text report would print (money as its Decimal string and
 currency). Every series of money is in one currency. Long lists are capped (the latest days,
 the models that matter most, the rest summed into one "other" bar) and the chart says so.
+
+Names from the log stay whole here (they are what the figures are grouped by); the charts
+and the page cut and escape them as they show them. Only a currency named inside a title of
+ours is cut here, to ``LABEL_LIMIT``, so the title still reads as one.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from decimal import Decimal
 
 from spanledger.attribution.summary import counted
 from spanledger.costs import CostStatus
+from spanledger.fleet.display import LABEL_LIMIT, page_text
 from spanledger.fleet.report import FleetReport
 from spanledger.ledger.report import AMOUNT_STATUSES, money
 
@@ -76,6 +81,11 @@ def report_charts(report: FleetReport) -> list[tuple[str, list[Chart]]]:
     ]
 
 
+def _named(currency: str) -> str:
+    """A currency as a title of ours names it: escaped and cut to ``LABEL_LIMIT``."""
+    return page_text(currency, LABEL_LIMIT)
+
+
 def _money(amount: Decimal, currency: str) -> str:
     return f"{money(amount)} {currency}"
 
@@ -131,7 +141,7 @@ def _spend_by_day(report: FleetReport) -> list[Chart]:
         charts.append(
             Chart(
                 f"spend-by-day-{currency}",
-                f"Known spend by day, by provider ({currency})",
+                f"Known spend by day, by provider ({_named(currency)})",
                 tuple(days),
                 tuple(series),
                 "day (UTC)",
@@ -163,9 +173,9 @@ def _spend_by_model(report: FleetReport) -> list[Chart]:
         charts.append(
             Chart(
                 f"spend-by-model-{currency}",
-                f"Known spend by provider/model ({currency})",
+                f"Known spend by provider/model ({_named(currency)})",
                 tuple(categories),
-                (_money_series(f"spend ({currency})", values, currency),),
+                (_money_series(f"spend ({_named(currency)})", values, currency),),
                 "model",
                 currency,
                 horizontal=True,

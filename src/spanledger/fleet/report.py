@@ -13,10 +13,11 @@ from typing import Any
 from spanledger.attribution.summary import AttributionFigures, ContextFigures, counted
 from spanledger.costs import NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus, plain
 from spanledger.events import EmbeddingUsage, RerankUsage
+from spanledger.fleet.display import terminal_text
 from spanledger.fleet.scan import CallGroup, Grouping, Scan
 from spanledger.ledger.pricing import Ledger
 from spanledger.ledger.report import AMOUNT_STATUSES, money, unrecorded_cost
-from spanledger.ledger.totals import GroupTotal
+from spanledger.ledger.totals import FIGURES, NOT_APPLICABLE, GroupTotal
 
 _MICROSECONDS = Decimal(1_000_000)
 
@@ -40,6 +41,10 @@ class FleetReport:
     """By (provider, model, status, currency), whatever the rows are grouped by."""
     malformed_models: dict[tuple[str, str, str], int] = field(default_factory=dict)
     """Calls by (provider, model, figure) for each usage figure sent malformed."""
+    duplicates: int = 0
+    """Lines that repeated a call already counted (same call id), left out."""
+    unreadable: tuple[str, ...] = ()
+    """Paths skipped as unreadable (``--skip-unreadable``)."""
 
     @property
     def calls(self) -> int:
@@ -66,6 +71,7 @@ class FleetReport:
     def to_json(self) -> dict[str, Any]:
         """The report as ``--json`` prints it: amounts as exact decimal strings."""
         return {
+            "schema_version": REPORT_SCHEMA_VERSION,
             "events": self.calls,
             "by": list(self.by),
             "status_counts": self.status_counts(),
@@ -77,9 +83,7 @@ class FleetReport:
                     "currency": currency or None,
                     "calls": row.calls,
                     "amount": plain(row.amount) if status in AMOUNT_STATUSES else None,
-                    "input_tokens": row.input_tokens,
-                    "search_units": row.search_units,
-                    "billable_characters": row.billable_characters,
+                    **row.figures_json(),
                 }
                 for (keys, status, currency), row in self._sorted_rows()
             ],
@@ -90,6 +94,8 @@ class FleetReport:
             "attribution": self.attribution.to_json(),
             "lines_read": self.lines,
             "skipped_lines": dict(sorted(self.problems.items())),
+            "duplicate_calls_dropped": self.duplicates,
+            "unreadable_paths": list(self.unreadable),
         }
 
     def to_csv(self) -> str:
@@ -106,9 +112,7 @@ class FleetReport:
                 "currency",
                 "calls",
                 "amount",
-                "input_tokens",
-                "search_units",
-                "billable_characters",
+                *(name for figure in FIGURES for name in (figure, f"{figure}_calls")),
                 *(_REQUEST_CONTEXT_COLUMNS if per_request else ()),
             ]
         )
@@ -123,9 +127,7 @@ class FleetReport:
                     currency,
                     row.calls,
                     amount,
-                    row.input_tokens,
-                    row.search_units,
-                    row.billable_characters,
+                    *("" if value is None else value for value in row.figures_json().values()),
                     *(_context_cells(contexts.get(keys[at])) if per_request else ()),
                 ]
             )
@@ -145,22 +147,45 @@ class FleetReport:
         )
         lines.append("")
         rows = self._sorted_rows()
+        shown = [
+            (
+                [terminal_text(_shown(key)) for key in keys],
+                status,
+                terminal_text(amount_text(status, currency, row.amount)),
+                row,
+            )
+            for (keys, status, currency), row in rows
+        ]
         widths = {  # each column as wide as its longest value, so long model names fit
-            name: max([len(name), *(len(_shown(keys[i])) for (keys, _, _), _ in rows)])
+            name: max([len(name), *(len(cells[i]) for cells, _, _, _ in shown)])
             for i, name in enumerate(self.by)
         }
+        figure_widths = {
+            name: max([width, *(len(row.figure_text(name)) for _, _, _, row in shown)])
+            for name, width in zip(FIGURES, (12, 8, 12), strict=True)
+        }
         header = " ".join(f"{name:<{widths[name]}}" for name in self.by)
-        header += f" {'status':<11} {'calls':>8} {'amount':>18} {'tokens':>12} {'units':>8}"
-        header += f" {'chars':>12}"
+        header += f" {'status':<11} {'calls':>8} {'amount':>18}"
+        for name, title in zip(FIGURES, ("tokens", "units", "chars"), strict=True):
+            header += f" {title:>{figure_widths[name]}}"
         lines.append(header.strip())
-        for (keys, status, currency), row in rows:
-            amount = amount_text(status, currency, row.amount)
-            cells = " ".join(
-                f"{_shown(key):<{widths[name]}}" for name, key in zip(self.by, keys, strict=True)
+        partial = False
+        for cells, status, amount, row in shown:
+            keyed = " ".join(
+                f"{cell:<{widths[name]}}" for name, cell in zip(self.by, cells, strict=True)
             )
+            figures = ""
+            for name in FIGURES:
+                text = row.figure_text(name)
+                partial = partial or text.endswith(")")
+                figures += f" {text:>{figure_widths[name]}}"
+            lines.append(f"{keyed} {status:<11} {row.calls:>8} {amount:>18}{figures}".rstrip())
+        lines.append("")
+        lines.append(_FIGURE_LEGEND + (_PARTIAL_LEGEND if partial else "") + ")")
+        if self.duplicates:
             lines.append(
-                f"{cells} {status:<11} {row.calls:>8} {amount:>18} {row.input_tokens:>12} "
-                f"{row.search_units:>8} {row.billable_characters:>12}".rstrip()
+                f"{counted(self.duplicates, 'line')} repeated a call already counted "
+                "(same call id): counted once"
             )
         if self.unpriced_models:
             lines.append("")
@@ -171,6 +196,14 @@ class FleetReport:
         lines.append(self.attribution.render())
         return "\n".join(lines)
 
+
+REPORT_SCHEMA_VERSION = 2
+"""The version of ``--json``'s layout; it changes when a field changes meaning or goes."""
+_FIGURE_LEGEND = (
+    "(tokens, units, chars: what the provider reported; unknown: no call reported it; "
+    f"{NOT_APPLICABLE}: the operation has none"
+)
+_PARTIAL_LEGEND = "; n (k/c): reported by k of the row's c calls that have the figure"
 
 NO_KEY = "(none)"
 """How the text report shows a group with no value (calls made outside any request)."""
@@ -214,20 +247,13 @@ def amount_text(status: str, currency: str, amount: Decimal) -> str:
     return f"{money(amount)} {currency}".strip()
 
 
-def _add(
-    totals: dict[tuple[str, str, str, str], GroupTotal],
-    key: tuple[str, str, str, str],
-    group: CallGroup,
-    line: CostLine,
-) -> None:
+def _add(totals: dict[Any, GroupTotal], key: Any, group: CallGroup, line: CostLine) -> None:
+    """Count ``group``'s calls, amount and reported figures into ``totals[key]``."""
     total = totals.setdefault(key, GroupTotal())
-    total.calls += group.calls
     if line.amount is not None:
         total.amount += line.amount
-    if group.outcome == "succeeded":
-        total.input_tokens += group.input_tokens
-        total.search_units += group.search_units
-        total.billable_characters += group.billable_characters or 0
+    reranks = group.calls if group.operation == "rerank" else 0
+    total.count(group.calls, group.figures(), reranks=reranks)
 
 
 def price_scan(scan: Scan, by: Sequence[Grouping], ledger: Ledger | None) -> FleetReport:
@@ -237,18 +263,11 @@ def price_scan(scan: Scan, by: Sequence[Grouping], ledger: Ledger | None) -> Fle
         tuple(by), events=scan.events, lines=scan.lines, problems=dict(scan.problems)
     )
     report.attribution = scan.attribution
+    report.duplicates = scan.duplicates
     for group in scan.groups:
         line = _priced(group, ledger)
-        key = (group.keys, line.status.value, line.currency or "")
-        row = report.rows.setdefault(key, GroupTotal())
-        row.calls += group.calls
-        if line.amount is not None:
-            row.amount += line.amount
-        if group.outcome == "succeeded":  # billed figures: what the provider reported
-            row.input_tokens += group.input_tokens
-            row.search_units += group.search_units
-            row.billable_characters += group.billable_characters or 0
         status, currency = line.status.value, line.currency or ""
+        _add(report.rows, (group.keys, status, currency), group, line)
         _add(report.models, (group.provider, group.model, status, currency), group, line)
         if group.day is not None:
             _add(report.daily, (group.day, group.provider, status, currency), group, line)

@@ -10,6 +10,7 @@ hold payload.
 
 from __future__ import annotations
 
+import glob
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from spanledger.attribution.summary import AttributionFigures, ContextFigures
+from spanledger.fleet.lines import read_logs, reading_copy
 from spanledger.ledger.pricing import RULE_BILLING
 
 __all__ = [
@@ -41,6 +43,7 @@ Outcome = Literal["succeeded", "estimated", "failed"]
 _COLUMNS = {
     "schema": "BIGINT",
     "kind": "VARCHAR",
+    "call_id": "VARCHAR",
     "provider": "VARCHAR",
     "model": "VARCHAR",
     "started_at": "VARCHAR",
@@ -119,6 +122,18 @@ class CallGroup:
     ``per_compute_second`` rate prices."""
     billable_characters: int | None = None
     tokens_reported: bool = True
+    units_reported: bool = False
+
+    def figures(self) -> dict[str, int | None]:
+        """The billed figures the calls' providers reported (a failed or estimated call bills
+        none), by name; ``None`` for one they did not report."""
+        if self.outcome != "succeeded" or not self.usage_reported:
+            return {}
+        return {
+            "input_tokens": self.input_tokens if self.tokens_reported else None,
+            "search_units": self.search_units if self.units_reported else None,
+            "billable_characters": self.billable_characters,
+        }
 
 
 @dataclass
@@ -130,6 +145,8 @@ class Scan:
     events: int
     problems: dict[str, int]
     attribution: AttributionFigures
+    duplicates: int = 0
+    """Lines that repeated a call already counted (same ``call_id``), each counted once."""
 
 
 def connect(memory_limit: str) -> Any:
@@ -176,11 +193,16 @@ def scan_logs(
     by day whatever ``by`` is."""
     if not by:
         raise ValueError("by names at least one grouping (provider, model, day, request)")
-    connection = connect(memory_limit)
-    try:
-        return _scan(connection, files, by, since, until, windows, recorded_costs, daily)
-    finally:
-        connection.close()
+    with reading_copy() as workdir:
+        read = read_logs(files, workdir)
+        connection = connect(memory_limit)
+        try:
+            scan = _scan(connection, read.sources, by, since, until, windows, recorded_costs, daily)
+        finally:
+            connection.close()
+    scan.lines = read.lines
+    scan.problems = dict(read.problems)
+    return scan
 
 
 def _window_of(windows: int) -> str:
@@ -201,10 +223,17 @@ def in_range(since: datetime | None, until: datetime | None) -> str:
     return " AND ".join(kept)
 
 
+def literal_names(files: Sequence[Path]) -> list[str]:
+    """The files as DuckDB must be given them to read each by its name: DuckDB expands any
+    name as a pattern, so glob characters in a name are escaped."""
+    return [glob.escape(str(path)) for path in files]
+
+
 def parameters(
     files: Sequence[Path], since: datetime | None, until: datetime | None, **more: object
 ) -> dict[str, object]:
-    named: dict[str, object] = {"files": [str(path) for path in files], **more}
+    """The scan's named parameters: the files (each by its name), the window, ``more``."""
+    named: dict[str, object] = {"files": literal_names(files), **more}
     if since is not None:
         named["since"] = since
     if until is not None:
@@ -225,6 +254,7 @@ def _scan(
     keyed: tuple[Grouping, ...] = (*by, "day") if daily else tuple(by)
     boundaries = sorted(set(windows))
     moments = {f"window_{i}": moment for i, moment in enumerate(boundaries)}
+    connection.execute(_REPEATED, {"files": literal_names(files)})
     connection.execute(
         _grouping_query(keyed, since, until, len(boundaries), recorded_costs),
         parameters(files, since, until, **moments),
@@ -233,13 +263,16 @@ def _scan(
     groups = [
         _group(row, len(by), daily)
         for row in connection.execute(
-            f"""SELECT {keys}, provider, model, operation, outcome, reported, category, error,
+            f"""{_CALLS}
+            SELECT {keys}, provider, model, operation, outcome, reported, category, error,
                 status,
                 cost_status, cost_currency, cost_code, cost_amount, calls, tokens, units, first_at,
-                malformed, billing, response_model, documents, micros, characters, has_token_figure
-            FROM grouped WHERE class = 'call'"""
+                malformed, billing, response_model, documents, micros, characters, has_token_figure,
+                has_unit_figure
+            FROM calls"""
         ).fetchall()
     ]
+    [[duplicates]] = connection.execute(_DUPLICATES).fetchall()
     classes = {
         str(name): int(count)
         for name, count in connection.execute(
@@ -252,7 +285,45 @@ def _scan(
         if classes.get("attribution")
         else AttributionFigures(by_request=() if "request" in by else None)
     )
-    return Scan(groups, sum(classes.values()), events, skipped(classes), attribution)
+    return Scan(
+        groups,
+        sum(classes.values()),
+        events,
+        skipped(classes),
+        attribution,
+        int(duplicates or 0),
+    )
+
+
+_REPEATED = """CREATE OR REPLACE TEMP TABLE repeated AS
+    SELECT call_id FROM (
+        SELECT "call_id" ->> '$' AS call_id
+        FROM read_json($files, format='newline_delimited', columns={'call_id': 'JSON'},
+            ignore_errors=true, maximum_object_size=16777216)
+    ) WHERE call_id IS NOT NULL GROUP BY call_id HAVING count(*) > 1"""
+"""The call ids met on more than one line: only their calls need de-duplicating."""
+
+_CALLS = """WITH merged AS (
+        SELECT * EXCLUDE (lines, calls, tokens, units, characters, micros, first_at),
+            sum(calls) AS calls, sum(tokens) AS tokens, sum(units) AS units,
+            sum(characters) AS characters, sum(micros) AS micros, min(first_at) AS first_at
+        FROM grouped WHERE class = 'call' GROUP BY ALL
+    ), once AS (
+        SELECT * REPLACE (
+            1 AS calls, tokens // calls AS tokens, units // calls AS units,
+            characters // calls AS characters, micros // calls AS micros)
+        FROM (SELECT DISTINCT ON (repeat) * FROM merged WHERE repeat IS NOT NULL
+            ORDER BY repeat, first_at, provider, model, outcome, cost_amount, variant)
+    ), calls AS (
+        SELECT * EXCLUDE (repeat, variant) FROM (
+            SELECT * FROM merged WHERE repeat IS NULL UNION ALL BY NAME SELECT * FROM once
+        )
+    )"""
+"""The call groups, each call counted once: of the lines sharing a call id, one is kept."""
+
+_DUPLICATES = """SELECT sum(calls) - count(DISTINCT repeat) FROM grouped
+    WHERE class = 'call' AND repeat IS NOT NULL"""
+"""How many lines repeated a call already counted."""
 
 
 _NOT_PROBLEMS = frozenset({"call", "attribution", "out of range"})
@@ -312,9 +383,10 @@ def _grouping_query(
                     ELSE try_cast(started_at AS TIMESTAMPTZ) END AS ts
             FROM {source(_COLUMNS)}
         ), classified AS (
-            SELECT *, {record_class(keep)} AS class FROM rows
+            SELECT rows.*, {record_class(keep)} AS class FROM rows
         ), calls AS (
-            SELECT class, {keys},
+            SELECT classified.class, {keys},
+                CASE WHEN classified.class = 'call' THEN repeated.call_id END AS repeat,
                 CASE WHEN {call} THEN provider END AS provider,
                 CASE WHEN {call} THEN model END AS model,
                 CASE WHEN {call} THEN split_part(kind, '_', 1) END AS operation,
@@ -359,22 +431,25 @@ def _grouping_query(
                     'context_currency': context_currency,
                     'context_unknown': unknown_context_spend
                 }} END AS record
-            FROM classified
+            FROM classified LEFT JOIN repeated ON classified.call_id = repeated.call_id
         ), measured AS (
             SELECT *,
                 {call} AND figures IS NOT NULL AS reported,
                 CASE WHEN {call} THEN coalesce(figures.input_tokens, 0) ELSE 0 END AS tokens,
                 CASE WHEN {call} THEN coalesce(figures.search_units, 0) ELSE 0 END AS units,
                 CASE WHEN {call} THEN figures.billable_characters END AS chars,
-                {call} AND figures.input_tokens IS NOT NULL AS has_token_figure
+                {call} AND figures.input_tokens IS NOT NULL AS has_token_figure,
+                {call} AND figures.search_units IS NOT NULL AS has_unit_figure,
+                CASE WHEN repeat IS NOT NULL THEN hash(figures, call_micros) END AS variant
             FROM calls
         )
         SELECT class, {", ".join(f"k{i}" for i in range(len(by)))}, provider, model, operation,
             outcome,
             reported, tokens > 0 AS has_tokens, units > 0 AS has_units, has_token_figure,
+            has_unit_figure,
             chars IS NOT NULL AS has_characters, price_window,
             category, error, status, cost_status, cost_currency, cost_code, cost_amount, record,
-            malformed, billing, response_model, documents, count(*) AS lines,
+            malformed, billing, response_model, documents, repeat, variant, count(*) AS lines,
             sum(tokens) AS tokens, sum(units) AS units, sum(chars) AS characters,
             coalesce(sum(call_micros), 0) AS micros,
             min(ts) AS first_at, count(*) FILTER (WHERE {call}) AS calls
@@ -412,6 +487,7 @@ def _group(row: tuple[Any, ...], width: int, daily: bool = False) -> CallGroup:
         micros,
         characters,
         has_token_figure,
+        has_unit_figure,
     ) = row[width:]
     recorded = cost_status is not None or cost_amount is not None
     return CallGroup(
@@ -435,6 +511,7 @@ def _group(row: tuple[Any, ...], width: int, daily: bool = False) -> CallGroup:
         micros=int(micros),
         billable_characters=int(characters) if characters is not None else None,
         tokens_reported=bool(has_token_figure),
+        units_reported=bool(has_unit_figure),
     )
 
 

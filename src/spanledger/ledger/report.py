@@ -54,9 +54,7 @@ class SpendReport:
                     "currency": currency or None,
                     "calls": group.calls,
                     "amount": plain(group.amount) if status in AMOUNT_STATUSES else None,
-                    "input_tokens": group.input_tokens,
-                    "search_units": group.search_units,
-                    "billable_characters": group.billable_characters,
+                    **group.figures_json(),
                 }
             )
         return {
@@ -95,8 +93,8 @@ class SpendReport:
             )
             lines.append(
                 f"{provider:<10} {model:<36} {status:<11} {group.calls:>6} {amount:>18} "
-                f"{group.input_tokens:>10} {group.search_units:>7} "
-                f"{group.billable_characters:>10}"
+                f"{group.figure_text('input_tokens'):>10} {group.figure_text('search_units'):>7} "
+                f"{group.figure_text('billable_characters'):>10}"
             )
         if self.unpriced_models:
             lines.append("")
