@@ -267,7 +267,7 @@ def test_a_logs_request_id_and_reason_are_made_safe_for_the_terminal(
     capsys.readouterr()
     assert main(["report", str(tmp_path / "events.jsonl"), "--by", "request"]) == 0
     out = capsys.readouterr().out
-    assert "    turn\\u001b[2J: cited token share " in out
-    assert "; context spend unknown (why\\u0007)\n" in out
+    assert "    turn\\x1b[2J: cited token share " in out
+    assert "; context spend unknown (why\\x07)\n" in out
     assert "\x1b" not in out
     assert "\x07" not in out

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from spanledger.display import CUT_MARK, LABEL_LIMIT, PAGE_LIMIT, page_text
 from spanledger.errors import ConfigurationError
 from spanledger.eventlog import event_line
-from spanledger.fleet.display import CUT_MARK, LABEL_LIMIT, PAGE_LIMIT, page_text
 from spanledger.reporting import run_report
 
 from .logs import Call, attribution, call_event, priced, unpriced, write_log

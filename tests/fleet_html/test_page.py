@@ -57,7 +57,7 @@ def test_the_totals_table_is_the_text_reports(log: Path) -> None:
     _, text, _ = run("report", str(log))
     page = read_page(_html(log))
     header, *rows = page.rows
-    assert header == ["provider", "model", "status", "calls", "amount", "tokens", "units"]
+    assert header == ["provider", "model", "status", "calls", "amount", "tokens", "units", "chars"]
     expected = [
         [
             row["provider"],
@@ -67,14 +67,19 @@ def test_the_totals_table_is_the_text_reports(log: Path) -> None:
             "unknown"
             if row["amount"] is None
             else f"{Decimal(row['amount']).normalize():f} {row['currency']}",
-            str(row["input_tokens"]),
-            str(row["search_units"]),
         ]
         for row in _json(log)["rows"]  # type: ignore[attr-defined]
     ]
-    assert rows == expected
-    for row in rows:  # each amount as the text report prints it
-        assert row[4] in text
+    assert [row[:5] for row in rows] == expected
+    table = text.split("\n\n")[1].splitlines()[1:]
+    for row in rows:  # each amount and figure as the text report prints it, on its row
+        [line] = [
+            each
+            for each in table
+            if each.startswith(f"{row[0]} ") and f" {row[1]} " in each and f" {row[2]} " in each
+        ]
+        assert row[4] in line
+        assert line.split(row[4], 1)[1].split() == " ".join(row[5:]).split()
 
 
 def test_the_summary_and_status_chart_hold_the_text_reports_counts(log: Path) -> None:
@@ -92,7 +97,7 @@ def test_the_summary_and_status_chart_hold_the_text_reports_counts(log: Path) ->
         "known spend (EUR)": "0.0001 EUR",
         "requests with unknown context spend": "5",  # records written without the figure
     }
-    assert "known spend: 0.0003 USD, 0.0001 EUR" in text
+    assert "known spend: 0.0001 EUR, 0.0003 USD" in text
     assert "  context spend: unknown for 5 requests" in text
 
 

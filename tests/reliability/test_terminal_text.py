@@ -1,17 +1,19 @@
-"""``spanledger.fleet.display``: log text shown in a terminal or on the page carries no control
+"""``spanledger.display``: log text shown in a terminal or on the page carries no control
 character, separator or bidi control as itself, and never passes its bound."""
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
+from pathlib import Path
 from typing import Protocol
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spanledger.fleet.display import (
+from spanledger.display import (
     CELL_LIMIT,
     CUT_MARK,
     LABEL_LIMIT,
@@ -124,3 +126,41 @@ def test_no_text_passes_its_bound_or_keeps_an_unsafe_character(text: str, limit:
             assert len(shown) >= limit - 9  # cut at the bound, less an escape that did not fit
         if text.isprintable() and text.isascii():
             assert shown == (text if len(text) <= limit else text[: limit - 1] + CUT_MARK)
+
+
+def test_the_terminal_report_escapes_and_bounds_every_log_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log whose provider holds an escape sequence, whose model is 200,000 characters and
+    whose currency rings the bell prints no control character and no line longer than the
+    table's bounded columns; ``--json`` keeps the whole value."""
+    from spanledger.cli import main
+
+    long_model = "m" * 200_000
+    line = {
+        "schema": 1,
+        "call_id": "c1",
+        "provider": "acme\x1b[2J\u202e",
+        "model": long_model,
+        "started_at": "2026-11-03T10:00:00Z",
+        "latency_ms": 1.0,
+        "input_count": 1,
+        "kind": "embedding",
+        "usage": {"input_tokens": 5},
+        "cost": {"status": "priced", "amount": "0.1", "currency": "US\x07D"},
+    }
+    log = tmp_path / "events.jsonl"
+    log.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["report", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert not any(_unsafe(character) for character in out.replace("\n", ""))
+    assert "acme\\x1b[2J\\u202e" in out
+    assert "US\\x07D" in out
+    assert max(len(each) for each in out.splitlines()) < 400
+    assert main(["report", str(log), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["model"] == long_model
+
+
+def _unsafe(character: str) -> bool:
+    return unicodedata.category(character) in {"Cc", "Zl", "Zp"} or character in BIDI

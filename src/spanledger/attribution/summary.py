@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from spanledger.costs import plain
+from spanledger.display import escaped
 from spanledger.events import AttributionRecord
 from spanledger.ledger.report import money
 
@@ -31,10 +32,8 @@ def counted(count: int, noun: str) -> str:
 
 def printable(text: str) -> str:
     """``text`` with every character a terminal would act on escaped (a log's request id or
-    reason is written by whoever wrote the log)."""
-    if text.isprintable():
-        return text
-    return "".join(char if char.isprintable() else f"\\u{ord(char):04x}" for char in text)
+    reason is written by whoever wrote the log): ``display.escaped``."""
+    return escaped(text)
 
 
 def context_spend_text(record: AttributionRecord) -> str:

@@ -9,7 +9,7 @@ removed from every chart.
 Every text handed to pygal is bounded here, whatever the log holds: labels, legend entries,
 axis titles and the figures printed on bars to ``LABEL_LIMIT`` characters, the chart's title
 and each part of a bar's title to ``PAGE_LIMIT``, axis ticks to ``_TICK_LIMIT``, each with its
-unsafe characters escaped (``spanledger.fleet.display``). The bound is what keeps a chart
+unsafe characters escaped (``spanledger.display``). The bound is what keeps a chart
 finite: pygal 3.1 wraps a title in a loop that never ends when the room left beside the
 labels is under one character, and a label wider than the chart (a 250-character model name)
 left none. With these bounds at least several characters' room is always left.
@@ -22,8 +22,8 @@ import math
 from decimal import Decimal
 from typing import Any
 
+from spanledger.display import LABEL_LIMIT, page_text
 from spanledger.errors import ConfigurationError
-from spanledger.fleet.display import LABEL_LIMIT, page_text
 from spanledger.fleet.html_series import Chart
 
 __all__ = ["MISSING_EXTRA", "chart_svg", "require_charting"]

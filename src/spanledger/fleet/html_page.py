@@ -3,7 +3,7 @@
 Everything is inline (styles, SVG charts) and a Content-Security-Policy forbids the page any
 script or fetch. Every text that comes from a log (provider, model and request names,
 currencies, reasons) has its control characters shown as escapes, is cut to ``PAGE_LIMIT``
-characters (``spanledger.fleet.display``) and is HTML-escaped; the page shows the figures the
+characters (``spanledger.display``) and is HTML-escaped; the page shows the figures the
 text report prints and nothing more: no payload, no path. The totals table is cut at
 ``MAX_TABLE_ROWS`` rows so the file stays small whatever the log's size.
 
@@ -23,8 +23,8 @@ from html import escape
 from pathlib import Path
 
 from spanledger.attribution.summary import counted, figure_rows
+from spanledger.display import page_text
 from spanledger.errors import ConfigurationError
-from spanledger.fleet.display import page_text
 from spanledger.fleet.html_charts import chart_svg
 from spanledger.fleet.html_series import Chart, report_charts
 from spanledger.fleet.report import NO_KEY, FleetReport, amount_text

@@ -19,7 +19,7 @@ from decimal import Decimal
 
 from spanledger.attribution.summary import counted
 from spanledger.costs import CostStatus
-from spanledger.fleet.display import LABEL_LIMIT, page_text
+from spanledger.display import LABEL_LIMIT, page_text
 from spanledger.fleet.report import FleetReport
 from spanledger.ledger.report import AMOUNT_STATUSES, money
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from spanledger.attribution.summary import AttributionFigures, ContextFigures, counted
 from spanledger.costs import NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus, plain
+from spanledger.display import CELL_LIMIT, terminal_text
 from spanledger.events import EmbeddingUsage, RerankUsage
-from spanledger.fleet.display import terminal_text
 from spanledger.fleet.scan import CallGroup, Grouping, Scan
 from spanledger.ledger.pricing import Ledger
 from spanledger.ledger.report import AMOUNT_STATUSES, money, unrecorded_cost
@@ -58,12 +58,13 @@ class FleetReport:
         return counts
 
     def spend(self) -> dict[str, Decimal]:
-        """Known spend (priced, estimated, not billed) per currency."""
+        """Known spend (priced, estimated, not billed) per currency, by currency name (the
+        same order whatever order the log's groups came in)."""
         spend: dict[str, Decimal] = {}
         for (_, status, currency), row in self.rows.items():
             if status in AMOUNT_STATUSES and currency:
                 spend[currency] = spend.get(currency, Decimal(0)) + row.amount
-        return spend
+        return dict(sorted(spend.items()))
 
     def _sorted_rows(self) -> list[tuple[tuple[tuple[str, ...], str, str], GroupTotal]]:
         return sorted(self.rows.items())
@@ -141,7 +142,10 @@ class FleetReport:
         lines.append(
             "known spend: "
             + (
-                ", ".join(f"{money(amount)} {currency}" for currency, amount in spend.items())
+                ", ".join(
+                    f"{money(amount)} {terminal_text(currency)}"
+                    for currency, amount in spend.items()
+                )
                 or "none"
             )
         )
@@ -191,7 +195,8 @@ class FleetReport:
             lines.append("")
             lines.append("not priced (add or fix these in the price table):")
             for (provider, model, reason), calls in sorted(self.unpriced_models.items()):
-                lines.append(f"  {provider}/{model}: {counted(calls, 'call')} ({reason})")
+                named = terminal_text(f"{provider}/{model}", 2 * CELL_LIMIT)
+                lines.append(f"  {named}: {counted(calls, 'call')} ({reason})")
         lines.append("")
         lines.append(self.attribution.render())
         return "\n".join(lines)

@@ -19,6 +19,7 @@ __all__ = [
     "CUT_MARK",
     "LABEL_LIMIT",
     "PAGE_LIMIT",
+    "escaped",
     "page_text",
     "terminal_text",
 ]
@@ -45,6 +46,14 @@ def terminal_text(value: str, limit: int = CELL_LIMIT) -> str:
     """``value`` as a terminal may print it: every control, separator, bidi control, lone
     surrogate and noncharacter as a visible escape, and at most ``limit`` characters."""
     return _shown(value, limit)
+
+
+def escaped(value: str) -> str:
+    """``value`` with every unsafe character as its visible escape, whole: for text that is
+    never cut (a request id in a line of its own, a reason)."""
+    if value.isascii() and value.isprintable():
+        return value
+    return "".join(_escape(character) if _unsafe(character) else character for character in value)
 
 
 def page_text(value: str, limit: int = PAGE_LIMIT) -> str:
