@@ -10,11 +10,13 @@ day the other has rows for (or, when the export found no rows at all, on one day
 empty file with the full schema in that day's partition, so a scheduled load reads an empty
 table rather than failing on a missing path. Only what the log holds is written, and the log
 never holds inputs, queries or documents. Lines that are not events are skipped and counted,
-as by ``spanledger report``.
+as by ``spanledger report``. Memory stays within the report's bound (300 MB at peak) whatever
+the logs' size and number of days: each day's file is written by a plain copy (``_write_days``).
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +25,7 @@ from typing import Any
 
 from spanledger.errors import ConfigurationError
 from spanledger.fleet.export_schema import PARTITION, TABLES
+from spanledger.fleet.progress import progress_step
 from spanledger.fleet.scan import (
     connect,
     in_range,
@@ -119,6 +122,20 @@ _SOURCES: Mapping[str, Mapping[str, str]] = {
 _CLASS = {"events": "call", "attribution": "attribution"}
 """The class of row (``scan.record_class``) each table holds."""
 
+_PARQUET = "FORMAT PARQUET, ROW_GROUP_SIZE_BYTES '8MB'"
+"""How every file is written: a row group is flushed once it holds 8 MB in memory (before
+compression; some 15,000 to 18,000 calls), so what a writing thread buffers stays small
+whatever the rows hold; DuckDB's default, 122,880 rows, is some 60 MB of calls per thread."""
+
+_THREADS = 2
+"""The most threads the export's queries run on: each reads and writes with buffers of its own
+(some 50 MB) outside what DuckDB's memory limit bounds, so the peak would grow with the
+machine's cores past the 300 MB the export keeps within."""
+
+_SETTINGS = ("SET enable_progress_bar = true", "SET enable_progress_bar_print = false")
+"""Settings of the export's connection, on top of ``scan.connect``'s: DuckDB tracks each
+query's progress (``query_progress``, which the progress line shows) and prints none itself."""
+
 
 @dataclass(frozen=True)
 class Exported:
@@ -150,8 +167,13 @@ def export_parquet(
     keep = in_range(since, until)
     connection = connect(memory_limit)
     try:
+        for setting in _SETTINGS:
+            connection.execute(setting)
+        [[threads]] = connection.execute("SELECT current_setting('threads')").fetchall()
+        connection.execute(f"SET threads = {min(int(threads), _THREADS)}")
         named = parameters(files, since, until)
         classified = _classified(keep)
+        progress_step("counting lines", connection.query_progress)
         found = connection.execute(
             f"{classified} SELECT class, count(*), list(DISTINCT day) "
             "FROM classified GROUP BY class",
@@ -161,24 +183,68 @@ def export_parquet(
         written = {table: counts.get(_CLASS[table], (0, set())) for table in TABLES}
         covered = set().union(*(days for _, days in written.values())) or {_quiet_day(since)}
         for table, (rows, days) in written.items():
-            select = _select(table)
             if rows:
-                connection.execute(
-                    f"""COPY ({classified} SELECT {select}, day FROM classified
-                        WHERE class = '{_CLASS[table]}')
-                    TO {_literal(target / table)} (FORMAT PARQUET, PARTITION_BY (day))""",
-                    named,
-                )
+                _write_days(connection, table, classified, named, sorted(days), target)
             for day in sorted(covered - days):
                 _write_empty(connection, table, target / table / f"{PARTITION[0]}={day}")
     except duckdb.IOException as error:
         raise _io_failure(str(error), target) from None
     finally:
+        progress_step("")
         connection.close()
     events, event_days = counts.get("call", (0, set()))
     records, record_days = counts.get("attribution", (0, set()))
     classes = {name: count for name, (count, _) in counts.items()}
     return Exported(events, records, len(event_days | record_days), skipped(classes))
+
+
+def _write_days(
+    connection: Any,
+    table: str,
+    classified: str,
+    named: Mapping[str, object],
+    days: Sequence[str],
+    target: Path,
+) -> None:
+    """Write ``table``'s rows of the logs as one Parquet file per day (``days``) in its
+    partitions under ``target``, by plain, unpartitioned writes, whose memory stays bounded.
+
+    DuckDB's ``PARTITION_BY`` buffers rows per thread and per open partition in memory its
+    limit cannot spill: an export of a few million calls on one day ran out of memory. One day
+    is written straight from the logs. Several days are staged first in one Parquet file of
+    every row with its day (the logs are read once, not once per day), in a hidden folder of
+    ``target`` (removed after; a full disk is reported as the export's), then each day is
+    copied out of it: a day's rows usually sit together (a log is written in time order), so
+    the row groups' statistics let each read skip most of the file."""
+    folder = target / table
+    kept = f"FROM classified WHERE class = '{_CLASS[table]}'"
+    if len(days) == 1:  # the day too: a line a live log gained since the count stays out
+        progress_step(f"writing {table}", connection.query_progress)
+        rows = f"{classified} SELECT {_select(table)} {kept} AND day = $day"
+        partition = folder / f"{PARTITION[0]}={days[0]}"
+        _write_day(connection, rows, {**named, "day": days[0]}, partition)
+        return
+    with tempfile.TemporaryDirectory(prefix=".staging-", dir=target) as staging:
+        staged = _literal(Path(staging) / f"{table}.parquet")
+        progress_step(f"staging {table}", connection.query_progress)
+        rows = f"{classified} SELECT {_select(table)}, day {kept}"
+        connection.execute(f"COPY ({rows}) TO {staged} ({_PARQUET})", named)
+        columns = ", ".join(_quoted(name) for name in TABLES[table])
+        for number, day in enumerate(days, 1):
+            progress_step(f"writing {table}, day {number} of {len(days)}")
+            _write_day(
+                connection,
+                f"SELECT {columns} FROM read_parquet({staged}) WHERE day = $day",
+                {"day": day},
+                folder / f"{PARTITION[0]}={day}",
+            )
+
+
+def _write_day(connection: Any, rows: str, named: Mapping[str, object], partition: Path) -> None:
+    """The query ``rows`` as one Parquet file in the partition folder ``partition``."""
+    partition.mkdir(parents=True)
+    written = _literal(partition / "data_0.parquet")
+    connection.execute(f"COPY ({rows}) TO {written} ({_PARQUET})", named)
 
 
 def _io_failure(message: str, target: Path) -> ConfigurationError:
