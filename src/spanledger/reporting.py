@@ -79,11 +79,8 @@ def run_report(
     warnings = err if err is not None else out
     _unreadable(found.unreadable, warnings)
     _skipped(report.problems, warnings)
-    if report.duplicates and (as_json or as_csv or html is not None):
-        warnings.write(
-            f"counted once: {report.duplicates} line{'s' if report.duplicates != 1 else ''} "
-            "repeating a call already counted (same call id)\n"
-        )
+    if as_json or as_csv or html is not None:  # the table says it itself
+        _counted_once(report.duplicates, warnings)
     if scan.events == 0 and scan.attribution.requests == 0:
         warnings.write(f"no readable event in {len(files)} file{'s' if len(files) != 1 else ''}\n")
         return 1
@@ -114,6 +111,7 @@ def run_export(
     )
     _unreadable(found.unreadable, err)
     _skipped(done.problems, err)
+    _counted_once(done.duplicates, err)
     return 0 if done.events or done.attribution_records else 1
 
 
@@ -122,6 +120,12 @@ def _unreadable(paths: Sequence[Path], err: TextIO) -> None:
     fewer logs than were named says so."""
     if paths:
         err.write(f"skipped {describe_unreadable(paths)}\n")
+
+
+def _counted_once(duplicates: int, err: TextIO) -> None:
+    if duplicates:
+        lines = f"{duplicates} line{'s' if duplicates != 1 else ''}"
+        err.write(f"counted once: {lines} repeating a call already counted (same call id)\n")
 
 
 def _skipped(problems: dict[str, int], err: TextIO) -> None:

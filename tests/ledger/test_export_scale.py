@@ -361,10 +361,11 @@ def test_a_long_export_shows_the_step_it_is_at_and_how_far_along(
 @pytest.mark.parametrize(
     ("days", "steps"),
     [
-        (1, ["counting lines", "writing events", "writing attribution", ""]),
+        (1, ["judging lines", "counting lines", "writing events", "writing attribution", ""]),
         (
             2,
             [
+                "judging lines",
                 "counting lines",
                 "staging events",
                 "writing events, day 1 of 2",

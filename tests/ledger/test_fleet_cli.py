@@ -160,7 +160,7 @@ def test_export_writes_day_partitions_that_hold_what_the_report_totals(
 
     assert status == 0
     assert out == f"exported 12 events and 0 attribution records over 3 days to {target}\n"
-    assert "skipped 1 line: not a readable JSON record" in err
+    assert "skipped 1 line: not valid JSON" in err  # read_events' words
     assert sorted(p.name for p in (target / "events").iterdir()) == [
         "day=2026-11-03",
         "day=2026-11-04",

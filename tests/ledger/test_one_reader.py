@@ -351,3 +351,43 @@ def test_a_line_still_being_written_is_the_truncated_tail(tmp_path: Path) -> Non
     kept = tmp_path / "kept.jsonl"
     kept.write_bytes(whole[0] + whole[1] + whole[2].rstrip(b"\n"))
     assert (_reported([kept])["events"], _reported([kept])["skipped_lines"]) == (3, {})
+
+
+def test_the_export_holds_what_read_events_keeps_each_call_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``spanledger export`` writes exactly the calls ``read_events`` keeps, a rotated copy's
+    calls once, and counts the skipped lines by ``read_events``' reasons."""
+    import duckdb
+
+    from spanledger.cli import main
+
+    events = [
+        EmbeddingEvent(
+            call_id=f"c{n}",
+            provider="openai",
+            model="m",
+            started_at=DAY + timedelta(hours=n),
+            latency_ms=1.0,
+            input_count=1,
+            usage=EmbeddingUsage(input_tokens=n + 1),
+        )
+        for n in range(4)
+    ]
+    written = [event_line(event) for event in events]
+    bad = json.loads(written[0]) | {"call_id": "bad", "usage": {"input_tokens": "1000"}}
+    (tmp_path / "logs").mkdir()
+    first = tmp_path / "logs" / "a.jsonl"
+    first.write_bytes(b"".join(written) + json.dumps(bad).encode() + b"\n")
+    rotated = tmp_path / "logs" / "a.jsonl.1.jsonl"
+    rotated.write_bytes(written[1] + written[2])  # a rotated copy of two calls
+    capsys.readouterr()
+    assert main(["export", str(tmp_path / "logs"), "--parquet", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    [reason] = [problem.reason for problem in read_events(first).problems]
+    assert f"skipped 1 line: {reason}" in err
+    assert "counted once: 2 lines repeating a call already counted" in err
+    rows = duckdb.sql(
+        f"SELECT call_id, input_tokens FROM read_parquet('{tmp_path}/out/events/**/*.parquet')"
+    ).fetchall()
+    assert sorted(rows) == [(f"c{n}", n + 1) for n in range(4)]

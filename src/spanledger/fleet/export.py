@@ -25,8 +25,10 @@ from typing import Any
 
 from spanledger.errors import ConfigurationError
 from spanledger.fleet.export_schema import PARTITION, TABLES
+from spanledger.fleet.lines import ReadLogs, read_logs, reading_copy
 from spanledger.fleet.progress import progress_step
 from spanledger.fleet.scan import (
+    REPEATED,
     connect,
     in_range,
     parameters,
@@ -145,6 +147,8 @@ class Exported:
     attribution_records: int
     days: int
     problems: dict[str, int]
+    duplicates: int = 0
+    """Lines that repeated a call already exported (same call id), left out."""
 
 
 def export_parquet(
@@ -165,37 +169,83 @@ def export_parquet(
         raise ConfigurationError(f"--parquet {str(target)!r}: export into a new or empty directory")
     target.mkdir(parents=True, exist_ok=True)
     keep = in_range(since, until)
-    connection = connect(memory_limit)
-    try:
-        for setting in _SETTINGS:
-            connection.execute(setting)
-        [[threads]] = connection.execute("SELECT current_setting('threads')").fetchall()
-        connection.execute(f"SET threads = {min(int(threads), _THREADS)}")
-        named = parameters(files, since, until)
-        classified = _classified(keep)
-        progress_step("counting lines", connection.query_progress)
-        found = connection.execute(
-            f"{classified} SELECT class, count(*), list(DISTINCT day) "
-            "FROM classified GROUP BY class",
+    with reading_copy() as workdir:
+        progress_step("judging lines")
+        read = read_logs(files, workdir)
+        connection = connect(memory_limit)
+        try:
+            return _export(connection, read, target, keep, since, until)
+        except duckdb.IOException as error:
+            raise _io_failure(str(error), target) from None
+        finally:
+            progress_step("")
+            connection.close()
+
+
+def _export(
+    connection: Any,
+    read: ReadLogs,
+    target: Path,
+    keep: str,
+    since: datetime | None,
+    until: datetime | None,
+) -> Exported:
+    """The export of what the reader kept (``read.sources``) under ``target``."""
+    for setting in _SETTINGS:
+        connection.execute(setting)
+    [[threads]] = connection.execute("SELECT current_setting('threads')").fetchall()
+    connection.execute(f"SET threads = {min(int(threads), _THREADS)}")
+    named = parameters(read.sources, since, until)
+    connection.execute(REPEATED, {"files": named["files"]})
+    classified = _classified(keep)
+    progress_step("counting lines", connection.query_progress)
+    [[repeats]] = connection.execute("SELECT count(*) FROM repeated").fetchall()
+    if repeats:  # each repeated call id once: one of its lines, the same whatever the order
+        connection.execute(
+            f"""CREATE OR REPLACE TEMP TABLE once AS {classified}
+            SELECT DISTINCT ON (call_id) {_select("events")}, day FROM classified
+            WHERE class = 'call' AND repeat
+            ORDER BY call_id, started_at, latency_ms, input_tokens, search_units, cost_amount""",
             named,
-        ).fetchall()
-        counts = {str(name): (int(count), set(days or ())) for name, count, days in found}
-        written = {table: counts.get(_CLASS[table], (0, set())) for table in TABLES}
-        covered = set().union(*(days for _, days in written.values())) or {_quiet_day(since)}
-        for table, (rows, days) in written.items():
-            if rows:
-                _write_days(connection, table, classified, named, sorted(days), target)
-            for day in sorted(covered - days):
-                _write_empty(connection, table, target / table / f"{PARTITION[0]}={day}")
-    except duckdb.IOException as error:
-        raise _io_failure(str(error), target) from None
-    finally:
-        progress_step("")
-        connection.close()
+        )
+    else:
+        connection.execute(
+            f"CREATE OR REPLACE TEMP TABLE once AS SELECT {_select('events', empty=True)}, "
+            "NULL::VARCHAR AS day WHERE false"
+        )
+    found = connection.execute(
+        f"""{classified} SELECT class, count(*), list(DISTINCT day) FROM classified
+        WHERE NOT (class = 'call' AND repeat) GROUP BY class
+        UNION ALL SELECT 'call', count(*), list(DISTINCT day) FROM once""",
+        named,
+    ).fetchall()
+    counts: dict[str, tuple[int, set[str]]] = {}
+    for name, count, days in found:
+        before, seen = counts.get(str(name), (0, set()))
+        counts[str(name)] = (before + int(count), seen | set(days or ()))
+    written = {table: counts.get(_CLASS[table], (0, set())) for table in TABLES}
+    covered = set().union(*(days for _, days in written.values())) or {_quiet_day(since)}
+    for table, (rows, days) in written.items():
+        if rows:
+            _write_days(connection, table, classified, named, sorted(days), target)
+        for day in sorted(covered - days):
+            _write_empty(connection, table, target / table / f"{PARTITION[0]}={day}")
     events, event_days = counts.get("call", (0, set()))
     records, record_days = counts.get("attribution", (0, set()))
     classes = {name: count for name, (count, _) in counts.items()}
-    return Exported(events, records, len(event_days | record_days), skipped(classes))
+    problems = dict(read.problems)
+    for reason, count in skipped(classes).items():
+        problems[reason] = problems.get(reason, 0) + count
+    [[repeated_lines]] = (
+        connection.execute(
+            f"{classified} SELECT count(*) FROM classified WHERE class = 'call' AND repeat",
+            named,
+        ).fetchall()
+        if repeats
+        else [[0]]
+    )
+    duplicates = int(repeated_lines) - int(repeats) if repeats else 0
+    return Exported(events, records, len(event_days | record_days), problems, max(duplicates, 0))
 
 
 def _write_days(
@@ -218,9 +268,14 @@ def _write_days(
     the row groups' statistics let each read skip most of the file."""
     folder = target / table
     kept = f"FROM classified WHERE class = '{_CLASS[table]}'"
+    once = ""
+    if table == "events":  # a repeated call id's lines give way to its one line in ``once``
+        kept += " AND NOT repeat"
+        once = " UNION ALL SELECT * EXCLUDE (day) FROM once"
     if len(days) == 1:  # the day too: a line a live log gained since the count stays out
         progress_step(f"writing {table}", connection.query_progress)
         rows = f"{classified} SELECT {_select(table)} {kept} AND day = $day"
+        rows += once.replace("FROM once", "FROM once WHERE day = $day")
         partition = folder / f"{PARTITION[0]}={days[0]}"
         _write_day(connection, rows, {**named, "day": days[0]}, partition)
         return
@@ -228,6 +283,7 @@ def _write_days(
         staged = _literal(Path(staging) / f"{table}.parquet")
         progress_step(f"staging {table}", connection.query_progress)
         rows = f"{classified} SELECT {_select(table)}, day {kept}"
+        rows += once.replace("EXCLUDE (day) ", "")
         connection.execute(f"COPY ({rows}) TO {staged} ({_PARQUET})", named)
         columns = ", ".join(_quoted(name) for name in TABLES[table])
         for number, day in enumerate(days, 1):
@@ -310,5 +366,7 @@ def _classified(keep: str) -> str:
                     ELSE try_cast(started_at AS TIMESTAMPTZ) END AS ts
             FROM {source(_EVENT_COLUMNS)}
         ), classified AS (
-            SELECT *, {record_class(keep)} AS class, strftime(ts, '%Y-%m-%d') AS day FROM rows
+            SELECT rows.*, {record_class(keep)} AS class, strftime(ts, '%Y-%m-%d') AS day,
+                repeated.call_id IS NOT NULL AS repeat
+            FROM rows LEFT JOIN repeated ON rows.call_id = repeated.call_id
         )"""

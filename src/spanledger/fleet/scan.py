@@ -24,6 +24,7 @@ from spanledger.fleet.lines import read_logs, reading_copy
 from spanledger.ledger.pricing import RULE_BILLING
 
 __all__ = [
+    "REPEATED",
     "UNREADABLE",
     "AttributionFigures",
     "CallGroup",
@@ -254,7 +255,7 @@ def _scan(
     keyed: tuple[Grouping, ...] = (*by, "day") if daily else tuple(by)
     boundaries = sorted(set(windows))
     moments = {f"window_{i}": moment for i, moment in enumerate(boundaries)}
-    connection.execute(_REPEATED, {"files": literal_names(files)})
+    connection.execute(REPEATED, {"files": literal_names(files)})
     connection.execute(
         _grouping_query(keyed, since, until, len(boundaries), recorded_costs),
         parameters(files, since, until, **moments),
@@ -295,7 +296,7 @@ def _scan(
     )
 
 
-_REPEATED = """CREATE OR REPLACE TEMP TABLE repeated AS
+REPEATED = """CREATE OR REPLACE TEMP TABLE repeated AS
     SELECT call_id FROM (
         SELECT "call_id" ->> '$' AS call_id
         FROM read_json($files, format='newline_delimited', columns={'call_id': 'JSON'},
