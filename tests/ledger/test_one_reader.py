@@ -20,12 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spanledger.costs import CostLine, CostStatus
+from spanledger.errors import ErrorCategory
 from spanledger.eventlog import event_line, read_events
 from spanledger.events import (
     EmbeddingEvent,
     EmbeddingFailedEvent,
     EmbeddingUsage,
-    ErrorCategory,
     Event,
     RerankEvent,
     RerankUsage,
@@ -387,7 +387,11 @@ def test_the_export_holds_what_read_events_keeps_each_call_once(
     [reason] = [problem.reason for problem in read_events(first).problems]
     assert f"skipped 1 line: {reason}" in err
     assert "counted once: 2 lines repeating a call already counted" in err
-    rows = duckdb.sql(
-        f"SELECT call_id, input_tokens FROM read_parquet('{tmp_path}/out/events/**/*.parquet')"
-    ).fetchall()
+    rows = (
+        duckdb.connect()
+        .execute(
+            f"SELECT call_id, input_tokens FROM read_parquet('{tmp_path}/out/events/**/*.parquet')"
+        )
+        .fetchall()
+    )
     assert sorted(rows) == [(f"c{n}", n + 1) for n in range(4)]
