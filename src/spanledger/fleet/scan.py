@@ -1,11 +1,10 @@
-"""One scan of many event logs by DuckDB: the calls grouped for pricing, the lines it could
-not use counted by reason, and each request's latest attribution record, aggregated.
+"""One scan of many event logs: the calls grouped for pricing, each call id once, the lines
+skipped counted by reason, and each request's latest attribution record, aggregated.
 
-DuckDB reads the JSONL files in parallel and streams them through one group-by, so memory
-grows with the number of groups (and of attribution records), never with the number of calls.
-Its reader gives a row for every line that is not blank (a line it cannot parse is a row of
-nulls), so the rows it reads are the lines there are. Lines are never quoted back: they may
-hold payload.
+Every line is first judged by the library's own decoder (``fleet.lines``): DuckDB then reads
+only records the library keeps, as the library writes them, and streams them through one
+group-by, so memory grows with the number of groups (and of attribution records), never with
+the number of calls. Lines are never quoted back: they may hold payload.
 """
 
 from __future__ import annotations
