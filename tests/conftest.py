@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -98,3 +100,28 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     process for half a second, which would land in whatever a timing test happens to time."""
     gc.collect()
     gc.freeze()
+
+
+@pytest.fixture
+def where_modes_bind(tmp_path: Path) -> list[str]:
+    """The command prefix under which mode bits stop this user: none for a user; for root,
+    ``setpriv`` without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH. Skips, saying why, when
+    root cannot shed them here."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root reads every file whatever its mode, and setpriv is not installed")
+    prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+    probe = tmp_path / "probe"
+    probe.write_text("")
+    probe.chmod(0)
+    done = subprocess.run(
+        [*prefix, sys.executable, "-c", f"open({str(probe)!r}).close()"],
+        capture_output=True,
+        check=False,
+    )
+    probe.unlink()
+    if done.returncode == 0:
+        pytest.skip("root reads every file whatever its mode, even without the DAC capabilities")
+    return prefix

@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -311,31 +310,6 @@ def test_report_and_export_skip_and_name_what_they_cannot_read_when_asked(
 
 
 # --------------------------------------------------------------------------- unreadable (for real)
-
-
-@pytest.fixture
-def where_modes_bind(tmp_path: Path) -> list[str]:
-    """The command prefix under which mode bits stop this user: none for a user; for root,
-    ``setpriv`` without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH. Skips, saying why, when
-    root cannot shed them here."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("root reads every file whatever its mode, and setpriv is not installed")
-    prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
-    probe = tmp_path / "probe"
-    probe.write_text("")
-    probe.chmod(0)
-    done = subprocess.run(
-        [*prefix, sys.executable, "-c", f"open({str(probe)!r}).close()"],
-        capture_output=True,
-        check=False,
-    )
-    probe.unlink()
-    if done.returncode == 0:
-        pytest.skip("root reads every file whatever its mode, even without the DAC capabilities")
-    return prefix
 
 
 @pytest.fixture

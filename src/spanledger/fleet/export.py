@@ -177,6 +177,13 @@ def export_parquet(
             return _export(connection, read, target, keep, since, until)
         except duckdb.IOException as error:
             raise _io_failure(str(error), target) from None
+        except OSError as error:  # a partition folder spanledger makes itself
+            if error.filename is None or not str(error.filename).startswith(str(target)):
+                raise
+            cause = error.strerror or type(error).__name__
+            raise ConfigurationError(
+                f"--parquet {str(target)!r}: cannot write the export into this directory ({cause})"
+            ) from None
         finally:
             progress_step("")
             connection.close()
