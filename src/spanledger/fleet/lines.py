@@ -206,6 +206,7 @@ def _in_processes(task: str, shares: Sequence[Sequence[_Range]]) -> Iterator[lis
             [sys.executable, "-m", __name__, task],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # a failure is said in one line below, never a traceback
         )
         for _ in shares
     ]
