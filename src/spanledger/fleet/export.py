@@ -122,6 +122,8 @@ _SOURCES: Mapping[str, Mapping[str, str]] = {
 """Where an exported column comes from in a read row, when not the read column of its name."""
 
 _CLASS = {"events": "call", "attribution": "attribution"}
+_REPEATED_CALL = "repeated call"
+"""The count pass's name for the lines of a call id met more than once (``once`` keeps one)."""
 """The class of row (``scan.record_class``) each table holds."""
 
 _PARQUET = "FORMAT PARQUET, ROW_GROUP_SIZE_BYTES '8MB'"
@@ -220,9 +222,10 @@ def _export(
             f"CREATE OR REPLACE TEMP TABLE once AS SELECT {_select('events', empty=True)}, "
             "NULL::VARCHAR AS day WHERE false"
         )
-    found = connection.execute(
-        f"""{classified} SELECT class, count(*), list(DISTINCT day) FROM classified
-        WHERE NOT (class = 'call' AND repeat) GROUP BY class
+    found = connection.execute(  # a repeated id's lines apart: its one line is in ``once``
+        f"""{classified} SELECT CASE WHEN class = 'call' AND repeat THEN '{_REPEATED_CALL}'
+            ELSE class END AS counted_as, count(*), list(DISTINCT day) FROM classified
+        GROUP BY counted_as
         UNION ALL SELECT 'call', count(*), list(DISTINCT day) FROM once""",
         named,
     ).fetchall()
@@ -230,6 +233,7 @@ def _export(
     for name, count, days in found:
         before, seen = counts.get(str(name), (0, set()))
         counts[str(name)] = (before + int(count), seen | set(days or ()))
+    repeated_lines, _ = counts.pop(_REPEATED_CALL, (0, set()))
     written = {table: counts.get(_CLASS[table], (0, set())) for table in TABLES}
     covered = set().union(*(days for _, days in written.values())) or {_quiet_day(since)}
     for table, (rows, days) in written.items():
@@ -243,16 +247,9 @@ def _export(
     problems = dict(read.problems)
     for reason, count in skipped(classes).items():
         problems[reason] = problems.get(reason, 0) + count
-    [[repeated_lines]] = (
-        connection.execute(
-            f"{classified} SELECT count(*) FROM classified WHERE class = 'call' AND repeat",
-            named,
-        ).fetchall()
-        if repeats
-        else [[0]]
-    )
-    duplicates = int(repeated_lines) - int(repeats) if repeats else 0
-    return Exported(events, records, len(event_days | record_days), problems, max(duplicates, 0))
+    [[kept_once]] = connection.execute("SELECT count(*) FROM once").fetchall()
+    duplicates = repeated_lines - int(kept_once)
+    return Exported(events, records, len(event_days | record_days), problems, duplicates)
 
 
 def _write_days(
