@@ -6,8 +6,13 @@ with the prompt) holds them after ``Source n:`` label lines, among instructions 
 text; a 2 KB answer cites some by label and copies a few sentences. Measured: indexing the
 frames, matching the prompt (rendered parts and labels), reading the answer's labels, and
 finding the copied runs; the baseline is one ``json.loads`` of the chat request body that
-carried the prompt. Targets: the whole matching <= 1 ms and <= 2 x the baseline; 4 x the prompt
-<= 4.4 x the time.
+carried the prompt. Two totals are printed: ``prompt``, what each model call of a request costs
+once the request's frames are indexed (matching, labels, copied runs), and ``all``, a request's
+first call, which also indexes the frames and splits their sentences. Targets: the whole
+matching <= 1 ms and <= 2 x the baseline; 4 x the prompt <= 4.4 x the time.
+
+Times are the CPU time of this thread (``time.thread_time``), medians of many rounds, so that
+other work on a shared machine does not land in them.
 
     python benchmarks/bench_matching.py
 """
@@ -61,9 +66,9 @@ def best(work: Callable[[], object]) -> float:
     gc.collect()
     timings = []
     for _ in range(ROUNDS):
-        started = time.perf_counter()
+        started = time.thread_time()
         work()
-        timings.append(time.perf_counter() - started)
+        timings.append(time.thread_time() - started)
     return statistics.median(timings)
 
 
@@ -83,11 +88,17 @@ def measure(kb: int) -> tuple[dict[str, float], float]:
         answer_labels(answer, matched.labels)
         fresh.quoted(answer, list(matched.spans))
 
+    def one_prompt() -> None:
+        matched = index.match(prompt)
+        answer_labels(answer, matched.labels)
+        index.quoted(answer, list(matched.spans))
+
     parts = {
         "index": best(lambda: FrameIndex(frames)),
         "match": best(lambda: index.match(prompt)),
         "labels": best(lambda: answer_labels(answer, found.labels)),
         "quoted": best(lambda: index.quoted(answer, rendered)),
+        "prompt": best(one_prompt),
         "all": best(everything),
     }
     return parts, best(lambda: json.loads(body))
@@ -95,17 +106,23 @@ def measure(kb: int) -> tuple[dict[str, float], float]:
 
 def main() -> None:
     print("matching 50 frames of 1 KB and a 2 KB answer, against json.loads of the request body")
-    names = ("index", "match", "labels", "quoted", "all")
+    names = ("index", "match", "labels", "quoted", "prompt", "all")
     print(
-        f"{'prompt':>7} " + " ".join(f"{name:>7}" for name in names) + f" {'loads':>7} {'ratio':>6}"
+        f"{'prompt':>7} "
+        + " ".join(f"{name:>7}" for name in names)
+        + f" {'loads':>7} {'prompt/loads':>12} {'all/loads':>9}"
     )
     totals = {}
     for kb in (64, 256):
         parts, loads = measure(kb)
         totals[kb] = parts["all"]
         row = " ".join(f"{parts[name] * 1e6:>6.0f}u" for name in names)
-        print(f"{kb:>5}KB {row} {loads * 1e6:>6.0f}u {parts['all'] / loads:>6.2f}")
+        print(
+            f"{kb:>5}KB {row} {loads * 1e6:>6.0f}u {parts['prompt'] / loads:>12.2f}"
+            f" {parts['all'] / loads:>9.2f}"
+        )
     print(f"4 x the prompt: {totals[256] / totals[64]:.2f} x the time (target <= 4.4)")
+    print("targets: all <= 1 ms and <= 2 x loads")
 
 
 if __name__ == "__main__":

@@ -145,3 +145,32 @@ def test_a_short_passage_ending_a_line_without_a_label_is_no_rendering() -> None
     short = FrameText(FrameId.of("search", "s", SHORT), SHORT)
     found = FrameIndex([short]).match(f"We all know that {SHORT}\nWhy?")
     assert short.frame not in found.spans
+
+
+@pytest.mark.parametrize("answer", ["As Document 3 says, the sea follows.", "per SOURCE 3."])
+def test_an_answer_naming_a_source_in_words_cites_it(answer: str) -> None:
+    read = answer_labels(answer, {"1": frame(0), "3": frame(2)})
+    assert read.frames == (frame(2),)
+
+
+LONG_QUESTION = "Why do the spring tides come twice a month when the sun and moon align?"
+LONG_LINE = "Neap tides happen when the sun and the moon pull at right angles"
+
+
+@pytest.mark.parametrize(
+    ("text", "answer", "copied"),
+    [
+        (
+            f"Tides vary. {LONG_QUESTION} Nobody knows.",
+            f"Indeed: {LONG_QUESTION} [1]",
+            len(LONG_QUESTION) - 1,
+        ),
+        (f"Tides vary.\n{LONG_LINE}\nMore later.", f"We read that {LONG_LINE}.", 0),
+        (f"Tides vary.\n{LONG_LINE}\nMore later.", f"{LONG_LINE}! [1]", len(LONG_LINE)),
+        (f"Tides vary. {LONG_LINE}. Then more.", f"In short, {LONG_LINE} [1].", len(LONG_LINE)),
+        (f"Tides vary. {LONG_LINE}. Then more.", f"Well. {LONG_LINE} [1].", len(LONG_LINE)),
+    ],
+)
+def test_copied_sentences_are_found_whatever_ends_them(text: str, answer: str, copied: int) -> None:
+    served = FrameText(FrameId.of("search", "q", text), text)
+    assert FrameIndex([served]).quoted(answer) == copied
