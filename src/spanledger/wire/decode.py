@@ -12,7 +12,9 @@ import math
 import sys
 from array import array
 from collections.abc import Callable
+from functools import partial
 from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from spanledger.errors import ErrorCategory, ProviderError
@@ -36,6 +38,7 @@ _scored = trusted_builder_of(ScoredDocument)
 """A result whose index, score and echo were checked here: built without a second pass."""
 _INT_TYPES = frozenset({int})
 _LIST_TYPE = {list}
+_STR_TYPE = {str}
 
 
 def invalid_response(detail: str, error_type: str) -> ProviderError:
@@ -120,16 +123,98 @@ def float_vectors(values: list[Any], keep: bool = True) -> list[Any]:
 
     Checked as a batch, in C-level passes over all the vectors at once: every vector a list,
     every entry an ``int`` or ``float`` (a bool is not a number here), and one sum that is not
-    finite if any value is NaN, infinite or beyond float range. Anything else (base64 text, a
-    bad entry, an overflow) is decoded vector by vector, which names the fault.
+    finite if any value is NaN, infinite or beyond float range. Base64 vectors a path only
+    records (``keep=False``) are judged as a batch from their text (``_packed_floats``), each
+    as long as its width. Anything else (a bad entry, bad base64, an overflow) is decoded
+    vector by vector, which names the fault.
     """
-    if {*map(type, values)} == _LIST_TYPE and _numbers_only(values):
+    kinds = {*map(type, values)}
+    if kinds == _LIST_TYPE and _numbers_only(values):
         try:
             if math.isfinite(sum(map(sum, values))):
                 return values
         except OverflowError:
             pass
+    elif kinds == _STR_TYPE and not keep:
+        packed = _packed_floats(values)
+        if packed is not None:
+            return packed
     return [decode_embedding(value, keep) for value in values]
+
+
+def _packed_floats(values: list[str]) -> list[Any] | None:
+    """Base64 float32 vectors that a path only records, judged as a batch from their text
+    alone (the SDK decoded them already): a few C-level passes over all of it, however many
+    vectors there are. ``None`` when anything is unusual (lengths that differ, padding other
+    than at the end, a character outside the alphabet, a part of a float32): the vectors are
+    then decoded one by one, which names the fault in order.
+
+    Strict base64 of one length and padding holds the same number of bytes in every vector,
+    so the width is read from the length. A float32 is not finite only when the 7 low bits
+    of its top byte (little-endian: its last) are all ones, and those bits sit at fixed
+    places of a vector's text: with each vector starting a 16-character block (3 floats),
+    the characters at offsets 4, 9 and 15 of each block carry them. Only when one of those
+    characters could is every vector decoded and summed."""
+    lengths = {*map(len, values)}
+    if len(lengths) != 1:
+        return None
+    (length,) = lengths
+    first = values[0]
+    pads = length - len(first.rstrip("="))
+    size = length // 4 * 3 - pads
+    if not length or length % 4 or pads > 2 or size % 4:
+        return None
+    try:
+        raw = "".join(values).encode("ascii")
+    except UnicodeEncodeError:
+        return None
+    if raw.translate(None, _ALPHABET) or raw.count(b"=") != pads * len(values):
+        return None  # a character outside the alphabet, or padding inside a vector
+    if pads and {*map(itemgetter(slice(-pads, None)), values)} != {"=" * pads}:
+        return None
+    text = ("=" * (-length % 16)).join(values)
+    first_top, second_top, third_top = text[4::16], text[9::16], text[15::16]
+    if (
+        "f" in first_top
+        or "/" in first_top
+        or any(map(second_top.__contains__, _SECOND_TOP))
+        or "/" in third_top
+    ):
+        _require_finite(values)
+    return [_Unpacked(size // 4)] * len(values)
+
+
+_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+_SECOND_TOP = "HPXfnv3/"
+"""The characters whose 3 low bits are all ones. In a block, the 1st float's top byte holds
+the 5 low bits of the character at offset 4 (all ones: ``f`` or ``/``), the 2nd's the 3 low
+bits of the one at offset 9, the 3rd's the whole one at offset 15 (``/``)."""
+
+
+def _require_finite(values: list[str]) -> None:
+    """Decode the vectors (already known to be strict base64 of whole float32 values) and
+    raise when a value is not finite."""
+    floats = array("f")
+    floats.frombytes(b"".join(map(_from_base64, values)))
+    if sys.byteorder != "little":
+        floats.byteswap()
+    if not math.isfinite(sum(floats)):  # float32 values: their sum cannot overflow
+        raise _not_finite()
+
+
+_from_base64 = partial(binascii.a2b_base64, strict_mode=True)
+
+
+class _Unpacked:
+    """A base64 float32 vector judged but not decoded: as long as its width."""
+
+    __slots__ = ("_width",)
+
+    def __init__(self, width: int) -> None:
+        self._width = width
+
+    def __len__(self) -> int:
+        return self._width
 
 
 def _numbers_only(vectors: list[list[Any]]) -> bool:
@@ -152,14 +237,22 @@ def whole_numbers(value: object) -> Any:
 
 
 def vectors_by_index(
-    data: object, expected: int | None, decode: Callable[[object], Any]
+    data: object, expected: int | None, decode: Callable[[object], Any] | None = None
 ) -> list[Any]:
     """Assemble ``data[].embedding`` by ``data[].index`` (never by array position); with
-    ``expected`` unknown the indices must still be ``0..n-1``, each once."""
+    ``expected`` unknown the indices must still be ``0..n-1``, each once. ``decode`` takes each
+    vector (``None``: as sent). Entries already in index order, as vendors send them, are
+    taken in C-level passes; any other order is placed entry by entry."""
     items = require_list(data, "data")
     if expected is not None:
         require_count(items, expected)
     count = len(items)
+    if {*map(type, items)} == _DICT_TYPE and _in_order(items, count):
+        try:
+            vectors = [*map(_EMBEDDING, items)]
+        except KeyError:  # a vector missing: ``None``, for the decoder to judge
+            vectors = [item.get("embedding") for item in items]
+        return vectors if decode is None else [*map(decode, vectors)]
     slots: list[Any] = [None] * count
     for item in items:
         if type(item) is not dict:
@@ -171,8 +264,23 @@ def vectors_by_index(
             )
         if slots[index] is not None:
             raise invalid_response("two data entries share an index", "duplicate_index")
-        slots[index] = decode(item.get("embedding"))
+        vector = item.get("embedding")
+        slots[index] = vector if decode is None else decode(vector)
     return slots
+
+
+def _in_order(items: list[dict[str, Any]], count: int) -> bool:
+    """Whether the entries' indices are ``0..count-1`` in order (every one an ``int``)."""
+    try:
+        indices = [*map(_INDEX, items)]
+    except KeyError:
+        return False
+    return indices == [*range(count)] and (not indices or {*map(type, indices)} == _INT_TYPES)
+
+
+_DICT_TYPE = {dict}
+_INDEX = itemgetter("index")
+_EMBEDDING = itemgetter("embedding")
 
 
 def document_echo(value: object) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -17,6 +18,7 @@ __all__ = [
     "failure_for",
     "join_route",
     "parse_json",
+    "parsed_url",
     "server_of",
     "undecodable_body",
 ]
@@ -34,16 +36,54 @@ def join_route(base_url: str, route: str) -> str:
 
 
 def server_of(url: object) -> tuple[str | None, int | None]:
-    """Host and port of a URL (text or an ``httpx.URL``); the scheme's default port when none
-    is written. An unreadable URL, or one without a host, gives ``(None, None)``."""
+    """Host and port of a URL (text, an ``httpx.URL``, or any URL object with ``host``,
+    ``port`` and ``scheme``, as an SDK's own httpx fork has); the scheme's default port when
+    none is written. An unreadable URL, or one without a host, gives ``(None, None)``.
+
+    A URL object is read from its attributes, never parsed again; a text is parsed once and
+    its answer kept (an SDK's base URL is the same text on every call)."""
+    if type(url) is str:
+        return _server_of_text(url)
     try:
-        parsed = url if isinstance(url, httpx.URL) else httpx.URL(str(url))
+        host, port, scheme = url.host, url.port, url.scheme  # type: ignore[attr-defined]
     except Exception:
+        return _server_of_text(str(url))
+    if type(host) is not str or type(scheme) is not str or not (port is None or type(port) is int):
+        return _server_of_text(str(url))
+    return _server(host, port, scheme)
+
+
+def _server(host: str, port: int | None, scheme: str) -> tuple[str | None, int | None]:
+    if not host:
         return None, None
-    host = parsed.host or None
-    if host is None:
-        return None, None
-    return host, parsed.port or _DEFAULT_PORTS.get(parsed.scheme)
+    return host, port or _DEFAULT_PORTS.get(scheme)
+
+
+_servers: dict[str, tuple[str | None, int | None]] = {}
+_SERVERS_KEPT = 256
+
+
+def _server_of_text(text: str) -> tuple[str | None, int | None]:
+    """``server_of`` a URL's text, parsed as an ``httpx.URL`` once per text (up to
+    ``_SERVERS_KEPT`` texts are kept)."""
+    found = _servers.get(text)
+    if found is not None:
+        return found
+    try:
+        parsed = httpx.URL(text)
+        found = _server(parsed.host, parsed.port, parsed.scheme)
+    except Exception:
+        found = (None, None)
+    if len(_servers) < _SERVERS_KEPT:
+        _servers[text] = found
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def parsed_url(text: str) -> httpx.URL:
+    """``httpx.URL(text)``, parsed once per distinct text (an SDK posts to a few URLs, many
+    times; a URL is never changed in place, so one is shared)."""
+    return httpx.URL(text)
 
 
 def encode_body(body: dict[str, Any]) -> bytes:

@@ -259,7 +259,7 @@ def read_embeddings(
     readers = _readers_of(endpoint)
     tokens: object
     if layout is VectorLayout.BY_INDEX:
-        vectors = vectors_by_index(_DATA(payload), expected, decode)
+        vectors = vectors_by_index(_DATA(payload), expected, None if floats else decode)
         tokens = readers.tokens(payload)
     elif layout is VectorLayout.ROWS:
         vectors = _rows(

@@ -147,6 +147,20 @@ def read_request(endpoint: Endpoint, body: dict[str, Any], url: httpx.URL) -> Re
 
 def _extras(endpoint: Endpoint, body: dict[str, Any]) -> dict[str, Any]:
     """The body's top-level keys the declaration does not read (the caller's extras)."""
+    read = _read_keys(endpoint)
+    return {key: value for key, value in body.items() if key not in read}
+
+
+_read_keys_kept: dict[int, tuple[Endpoint, frozenset[str]]] = {}
+_READ_KEYS_KEPT = 256
+
+
+def _read_keys(endpoint: Endpoint) -> frozenset[str]:
+    """The top-level body keys ``endpoint``'s declaration reads, worked out once per
+    declaration (cached by identity, checked to be the one cached)."""
+    found = _read_keys_kept.get(id(endpoint))
+    if found is not None and found[0] is endpoint:
+        return found[1]
     read = {
         path[0]
         for path in (
@@ -164,7 +178,10 @@ def _extras(endpoint: Endpoint, body: dict[str, Any]) -> dict[str, Any]:
         read.update(("inputs", "images"))
     if endpoint.return_documents_key:
         read.add(endpoint.return_documents_key)
-    return {key: value for key, value in body.items() if key not in read}
+    keys = frozenset(read)
+    if len(_read_keys_kept) < _READ_KEYS_KEPT:
+        _read_keys_kept[id(endpoint)] = (endpoint, keys)
+    return keys
 
 
 def _requested_type(endpoint: Endpoint, body: dict[str, Any]) -> str | None:

@@ -29,7 +29,6 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
-import httpx
 from google.genai import errors as genai_errors
 from google.genai import models as genai_models
 from google.genai.client import Client
@@ -62,6 +61,7 @@ from spanledger.wire.endpoints import (
     VERTEX_EMBEDDINGS,
     Endpoint,
 )
+from spanledger.wire.http import parsed_url
 
 __all__ = ["install"]
 
@@ -161,7 +161,7 @@ def _opening(call: SdkCall, endpoint: Endpoint, http_request: Any) -> None:
         call.spec = calls.variants[endpoint.name]
         body = http_request.data
         if type(body) is dict:
-            facts = request_facts(endpoint, body, httpx.URL(http_request.url))
+            facts = request_facts(endpoint, body, parsed_url(http_request.url))
             facts.model = call.facts.model  # as announced: the route's own spelling of it
             call.facts = facts
     except Exception as exc:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pydantic_core
 from mistralai.client import Mistral
 from mistralai.client.embeddings import Embeddings
@@ -26,6 +25,7 @@ from spanledger.capture.installation import Installation
 from spanledger.capture.sdk_calls import MethodSpec, current_call
 from spanledger.recording.facts import CallFacts, given, request_facts, text_or_none
 from spanledger.wire.endpoints import MISTRAL_EMBEDDINGS
+from spanledger.wire.http import parsed_url
 
 __all__ = ["install"]
 
@@ -86,7 +86,8 @@ def _facts(configuration: Any, kwargs: dict[str, Any]) -> CallFacts | None:
     server = kwargs.get("server_url")
     if not isinstance(server, str) or not server:
         server = configuration.get_server_details()[0]
-    return request_facts(MISTRAL_EMBEDDINGS, body, httpx.URL(server.rstrip("/") + "/v1/embeddings"))
+    url = parsed_url(server.rstrip("/") + "/v1/embeddings")
+    return request_facts(MISTRAL_EMBEDDINGS, body, url)
 
 
 def _width(result: Any) -> int | None:

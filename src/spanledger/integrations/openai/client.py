@@ -85,10 +85,8 @@ def install(client: Any, installation: Installation) -> None:
             f"clients), not {type(client).__qualname__}"
         )
     azure = isinstance(client, BaseAzureClient)
-    base = client.base_url
-    predicted = base.copy_with(raw_path=base.raw_path.rstrip(b"/") + _ROUTE.encode())
     spec = _EmbeddingsSpec(
-        facts=partial(_embed_facts, predicted, azure),
+        facts=partial(_embed_facts, _Predicted(client), azure),
         endpoint=OPENAI_EMBEDDINGS,
         shape=_width,
         route=_ROUTE,
@@ -99,15 +97,55 @@ def install(client: Any, installation: Installation) -> None:
     _watch_requests(client, installation)
 
 
+Server = tuple[str | None, int | None]
+Resolved = tuple[Endpoint, str, Server]
+"""The endpoint a request URL and model call, the call's model, and the URL's server."""
+
+_resolved: dict[tuple[str, str, bool], Resolved] = {}
+_RESOLVED_KEPT = 512
+
+
+def _resolved_for(url: Any, model: str, azure: bool) -> Resolved:
+    """What a request to ``url`` for ``model`` calls, worked out once per URL text, model and
+    kind of client (the same on every call of a client; a changed URL is a new key)."""
+    key = (str(url), model, azure)
+    found = _resolved.get(key)
+    if found is None:
+        endpoint, named = _endpoint_of(url, model, azure)
+        found = (endpoint, named, server_of(url))
+        if len(_resolved) < _RESOLVED_KEPT:
+            _resolved[key] = found
+    return found
+
+
+class _Predicted:
+    """The URL a client's ``embeddings.create`` posts to, by its base URL: made again when the
+    client is given another base URL. The client is held weakly (it holds this)."""
+
+    __slots__ = ("_base", "_client", "_url")
+
+    def __init__(self, client: Any) -> None:
+        self._client = weakref.ref(client)
+        self._base: Any = None
+        self._url: Any = None
+
+    def url(self) -> Any:
+        client = self._client()
+        base = client.base_url if client is not None else self._base
+        if base is not self._base:
+            self._url = base.copy_with(raw_path=base.raw_path.rstrip(b"/") + _ROUTE.encode())
+            self._base = base
+        return self._url
+
+
 def _embed_facts(
-    predicted: Any, azure: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
+    predicted: _Predicted, azure: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> EmbedFacts | None:
     model = text_or_none(kwargs.get("model"))
     if model is None:
         return None
     count, texts = input_texts(kwargs.get("input"))
-    endpoint, named = _endpoint_of(predicted, model, azure)
-    server = server_of(str(predicted))
+    endpoint, named, server = _resolved_for(predicted.url(), model, azure)
     return EmbedFacts(
         provider=endpoint.provider,
         model=named,
@@ -161,10 +199,10 @@ def _resolve(request: Any) -> None:
     try:
         if not call.owns(request):
             return
-        endpoint, facts.model = _endpoint_of(request.url, facts.model, spec.azure)
+        endpoint, facts.model, server = _resolved_for(request.url, facts.model, spec.azure)
         facts.provider = endpoint.provider
         facts.billing = endpoint.billing
-        facts.server_address, facts.server_port = server_of(str(request.url))
+        facts.server_address, facts.server_port = server
         call.spec = spec.for_endpoint(endpoint)
     except Exception as exc:
         logged(exc)
