@@ -8,6 +8,10 @@ callback of an observable instrument that reports nothing: the SDK runs callback
 reads the synchronous aggregations), when the exporter flushes, and a few at a time on the call
 path once the queue is full, so memory stays bounded even if nothing ever collects. A reader
 therefore sees every call that finished before it collected, exactly as with direct recording.
+A drain records each call's histogram values (each one counts in the distribution), but adds a
+counter's figures once per label set: their sum, as the exemplar call's own figure with its span
+plus the rest with none, so a counter costs one or two records per collection, not one per call,
+and its exemplar still points at a real call with that call's figure.
 
 Exporters on one meter share one queue and one set of instruments (the SDK hands them the same
 meter and the same instruments anyway); each queue's hook has a name of its own, since the SDK
@@ -30,13 +34,13 @@ import itertools
 import math
 import weakref
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
-from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.trace import NonRecordingSpan, SpanContext
+from opentelemetry.metrics import CallbackOptions, Counter, Observation
+from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, SpanContext
 
 from spanledger import _forksafe
 from spanledger._logs import get_logger
@@ -292,6 +296,9 @@ class GenAIMetrics:
             description="Each circuit breaker's state: 0 closed, 1 open, 2 half-open.",
         )
         self._attribute_cache: dict[tuple[bool, str, str, str | None, bool], dict[str, Any]] = {}
+        self._keyed_attributes: dict[tuple[str, ...], dict[str, Any]] = {}
+        self._sums: dict[tuple[int, int], _Sum] = {}
+        """Counter figures of the drain in progress, by counter and label set."""
         self._label_sets: set[tuple[bool, str, str]] = set()
         self._overflow_providers: set[str] = set()
         self._counter_totals: dict[tuple[str, bool, str, str], int] = {}
@@ -358,18 +365,24 @@ class GenAIMetrics:
         renewed too)."""
         self._pending.clear()
         self._chain_totals.clear()
+        self._sums.clear()
 
     def _record_queued(self, limit: int) -> None:
+        """Record up to ``limit`` queued calls (the drain lock held): histograms per call,
+        counters once per label set for the whole batch."""
         pop = self._pending.popleft
-        for _ in range(limit):
-            try:
-                figures = pop()
-            except IndexError:
-                return
-            try:
-                self._record(*figures)
-            except Exception as exc:
-                self._count_failure(type(exc).__name__)
+        try:
+            for _ in range(limit):
+                try:
+                    figures = pop()
+                except IndexError:
+                    return
+                try:
+                    self._record(*figures)
+                except Exception as exc:
+                    self._count_failure(type(exc).__name__)
+        finally:
+            self._add_sums()
 
     def _count_failure(self, error_type: str) -> None:
         """Counted, and logged once per error type without its message."""
@@ -458,7 +471,9 @@ class GenAIMetrics:
         malformed: tuple[str, ...] = (),
         characters: int | None = None,
     ) -> None:
-        context = trace.set_span_in_context(NonRecordingSpan(span)) if span is not None else None
+        """One call: its histograms now (each value counts), its counter figures summed into
+        the drain's ``_sums`` (added once per label set when the drain ends)."""
+        context = _exemplar_context(span)
         provider, model = self._labels(embedding, provider, model)
         if self._measured(latency_ms):
             duration = self.embedding_duration if embedding else self.duration
@@ -477,47 +492,141 @@ class GenAIMetrics:
             and self._measured(search_units)
             and self._counter_total_fits(("units", embedding, provider, model), search_units)
         ):
-            self.search_units.add(
-                search_units, self._attributes(embedding, provider, model, None, False), context
+            self._sum(
+                self.search_units,
+                search_units,
+                self._attributes(embedding, provider, model, None, False),
+                context,
             )
         if (
             characters is not None
             and self._measured(characters)
             and self._counter_total_fits(("characters", embedding, provider, model), characters)
         ):
-            self.billable_characters.add(
-                characters, self._attributes(embedding, provider, model, None, False), context
+            self._sum(
+                self.billable_characters,
+                characters,
+                self._attributes(embedding, provider, model, None, False),
+                context,
             )
         if cost is not None:
             self._record_cost(provider, model, cost, context)
         for figure in malformed:
-            self.malformed_usage.add(
+            self._sum(
+                self.malformed_usage,
                 1,
-                {
-                    names.GEN_AI_PROVIDER_NAME: provider,
-                    names.GEN_AI_REQUEST_MODEL: model,
-                    names.USAGE_FIGURE: figure,
-                },
+                self._keyed(("malformed", provider, model, figure), _malformed_labels),
                 context,
             )
 
-    def _record_cost(
-        self, provider: str, model: str, line: CostLine, context: Context | None
-    ) -> None:
-        base = {names.GEN_AI_PROVIDER_NAME: provider, names.GEN_AI_REQUEST_MODEL: model}
+    def _record_cost(self, provider: str, model: str, line: CostLine, context: Context) -> None:
         if line.status in CHARGED_STATUSES and line.amount is not None:
             amount = float(line.amount)
             if not self._measured(amount):
                 return
-            self.cost.add(
-                amount,
-                {
-                    **base,
-                    names.COST_CURRENCY: line.currency or "",
-                    names.COST_STATUS: line.status.value,
-                },
-                context,
-            )
+            key: tuple[str, ...] = ("cost", provider, model, line.currency or "", line.status.value)
+            self._sum(self.cost, amount, self._keyed(key, _cost_labels), context)
         elif line.status in NOT_PRICED_STATUSES:
             reason = line.code.value if line.code is not None else line.status.value
-            self.unpriced.add(1, {**base, names.COST_REASON: reason}, context)
+            key = ("unpriced", provider, model, reason)
+            self._sum(self.unpriced, 1, self._keyed(key, _unpriced_labels), context)
+
+    def _keyed(
+        self, key: tuple[str, ...], build: Callable[[tuple[str, ...]], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The counter attributes for ``key``, built once per distinct key (bounded)."""
+        cached = self._keyed_attributes.get(key)
+        if cached is None:
+            cached = build(key)
+            if len(self._keyed_attributes) < _ATTRIBUTE_SETS_KEPT:
+                self._keyed_attributes[key] = cached
+        return cached
+
+    def _sum(
+        self, counter: Counter, amount: float, attributes: dict[str, Any], context: Context
+    ) -> None:
+        """Add one call's figure to its label set's sum in this drain; the last call with a
+        span to point at is the one the exemplar will show."""
+        key = (id(counter), id(attributes))
+        found = self._sums.get(key)
+        if found is None:
+            self._sums[key] = _Sum(counter, attributes, amount, context)
+            return
+        found.total += amount
+        if context is not _NO_EXEMPLAR:
+            found.exemplar_value, found.exemplar_context = amount, context
+
+    def _add_sums(self) -> None:
+        """Hand each label set's summed figures to its counter: the exemplar call's own figure
+        with its span, and the rest with none (so the exemplar is a real call's)."""
+        sums, self._sums = self._sums, {}
+        for summed in sums.values():
+            try:
+                summed.add()
+            except Exception as exc:
+                self._count_failure(type(exc).__name__)
+
+
+class _Sum:
+    """A counter's figures for one label set over one drain."""
+
+    __slots__ = ("attributes", "counter", "exemplar_context", "exemplar_value", "total")
+
+    def __init__(
+        self, counter: Counter, attributes: dict[str, Any], amount: float, context: Context
+    ) -> None:
+        self.counter = counter
+        self.attributes = attributes
+        self.total = amount
+        self.exemplar_value = amount
+        self.exemplar_context = context
+
+    def add(self) -> None:
+        if self.exemplar_context is _NO_EXEMPLAR:
+            self.counter.add(self.total, self.attributes, _NO_EXEMPLAR)
+            return
+        rest = self.total - self.exemplar_value
+        if rest:
+            self.counter.add(rest, self.attributes, _NO_EXEMPLAR)
+        self.counter.add(self.exemplar_value, self.attributes, self.exemplar_context)
+
+
+_NO_EXEMPLAR = trace.set_span_in_context(INVALID_SPAN)
+"""The context of a figure that has no call's span to point at: never the collecting thread's
+current span (an empty context would mean that one to the SDK)."""
+
+
+def _exemplar_context(span: SpanContext | None) -> Context:
+    """The context that makes an exemplar point at the call's span (``_NO_EXEMPLAR`` when
+    there is no span to point at)."""
+    if span is None or not span.is_valid:
+        return _NO_EXEMPLAR
+    return trace.set_span_in_context(NonRecordingSpan(span))
+
+
+def _cost_labels(key: tuple[str, ...]) -> dict[str, Any]:
+    _, provider, model, currency, status = key
+    return {
+        names.GEN_AI_PROVIDER_NAME: provider,
+        names.GEN_AI_REQUEST_MODEL: model,
+        names.COST_CURRENCY: currency,
+        names.COST_STATUS: status,
+    }
+
+
+def _unpriced_labels(key: tuple[str, ...]) -> dict[str, Any]:
+    _, provider, model, reason = key
+    return {
+        names.GEN_AI_PROVIDER_NAME: provider,
+        names.GEN_AI_REQUEST_MODEL: model,
+        names.COST_REASON: reason,
+    }
+
+
+def _malformed_labels(key: tuple[str, ...]) -> dict[str, Any]:
+    _, provider, model, figure = key
+    return {
+        names.GEN_AI_PROVIDER_NAME: provider,
+        names.GEN_AI_REQUEST_MODEL: model,
+        names.USAGE_FIGURE: figure,
+    }
