@@ -15,6 +15,8 @@ c. A 1 MB InvokeModel body: what instrumenting adds (our read, parse and replay 
 
 Batches are interleaved and the median of the round-by-round differences is taken. The figures
 are printed, never asserted: this is a measurement.
+
+    python benchmarks/bench_bedrock.py [rounds] [calls]
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ import spanledger
 from spanledger.exporters.otel import OtelExporter
 
 DIMENSIONS = 64
-ROUNDS = 15
-CALLS = 100
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+CALLS = int(sys.argv[2]) if len(sys.argv) > 2 else 100
 
 
 class _Raw(io.BytesIO):

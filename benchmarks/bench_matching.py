@@ -14,7 +14,7 @@ matching <= 1 ms and <= 2 x the baseline; 4 x the prompt <= 4.4 x the time.
 Times are the CPU time of this thread (``time.thread_time``), medians of many rounds, so that
 other work on a shared machine does not land in them.
 
-    python benchmarks/bench_matching.py
+    python benchmarks/bench_matching.py [rounds]
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ import gc
 import json
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
 from spanledger.attribution.frames import FrameId
 from spanledger.attribution.matching import FrameIndex, FrameText, answer_labels
 
-ROUNDS = 300
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 300
 FRAMES = 50
 
 

@@ -1,29 +1,36 @@
 """``spanledger report`` over a generated fleet-sized log, against DuckDB's bare group-by.
 
-Generates a log of N events (default 1,000,000; a quarter of its requests also carry an
-attribution record), then, in the same run:
+Generates a log of N events (a quarter of its requests also carry an attribution record),
+then, in the same run, interleaved, medians over the rounds:
 
 - the baseline: DuckDB's ``read_json`` with a group-by over provider and model, summing tokens;
-- ``spanledger report <log> --prices <table>``, run as the CLI in a child process, its wall
-  time and peak RSS.
+- the first report (an empty report cache), the CLI in a child process;
+- the second report over the same unchanged file (served from the cache);
+- ``--no-cache`` (everything judged afresh, nothing written);
+- the report after 1 % more lines are appended (only those are judged; the figures must
+  include them);
 
-With a second size (``python benchmarks/bench_report.py 1000000 4000000``) it also prints the
-time per event and the peak RSS of each size, to show time linear and memory flat.
+and the report process's peak RSS (its own ``VmHWM``) and its judging workers' largest. The
+three reports must print the same JSON as ``--no-cache``.
 
-Targets: report <= 3 x the bare group-by; peak RSS <= 300 MB and flat from 1 M to 4 M events.
+Targets (issue 37): first <= 1.5 x the bare group-by; second <= 0.5 x; peak RSS <= 300 MB and
+flat from 1 M to 10 M events.
 
-    python benchmarks/bench_report.py [events ...]
+    python benchmarks/bench_report.py [events ...]     (default: 100000, a quick check)
+    python benchmarks/bench_report.py 1000000 10000000
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -120,12 +127,13 @@ def templates() -> list[str]:
     return [*filled, attribution.decode().replace(stamp, "@AT@")]
 
 
-def generate(path: Path, events: int) -> None:
+def generate(path: Path, events: int, first: int = 0) -> None:
+    """``events`` calls numbered from ``first`` appended to ``path``."""
     *calls, attribution = templates()
-    step = timedelta(days=30) / events
-    with path.open("w", encoding="utf-8") as out:
+    step = timedelta(days=30) / max(events + first, 1)
+    with path.open("a", encoding="utf-8") as out:
         chunk: list[str] = []
-        for number in range(events):
+        for number in range(first, first + events):
             at = (START + step * number).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             request = f"req-{number // 4}"
             line = calls[number % len(calls)]
@@ -155,54 +163,95 @@ def bare_group_by(path: Path) -> float:
     return elapsed
 
 
-def report(path: Path) -> tuple[float, float, dict[str, object]]:
-    """The CLI's wall time, the child's peak RSS in MB, and its JSON."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+_CHILD = """
+import resource, sys
+from spanledger.cli import main
+try:
+    status = main(sys.argv[1:])
+finally:
+    with open("/proc/self/status") as own:
+        peak = next(int(line.split()[1]) for line in own if line.startswith("VmHWM"))
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    sys.stderr.write(f"\\nPEAK {peak} {workers}\\n")
+raise SystemExit(status)
+"""
+
+
+@dataclass
+class Run:
+    seconds: float
+    peak_mb: float
+    workers_mb: float
+    data: dict[str, object]
+
+
+def report(path: Path, cache_home: Path, *extra: str) -> Run:
+    """The CLI's wall time, its own peak RSS and its workers' largest (MB), and its JSON."""
+    command = [sys.executable, "-c", _CHILD, "report", str(path), "--prices", str(PRICES)]
     started = time.perf_counter()
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "spanledger.cli",
-            "report",
-            str(path),
-            "--prices",
-            str(PRICES),
-            "--json",
-        ],
+        [*command, "--json", *extra],
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(cache_home)},
     )
     elapsed = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return elapsed, max(peak, before) / 1024, json.loads(done.stdout)
+    peak, workers = done.stderr.strip().splitlines()[-1].split()[1:]
+    return Run(elapsed, int(peak) / 1024, int(workers) / 1024, json.loads(done.stdout))
 
 
 def main() -> int:
-    sizes = [int(arg) for arg in sys.argv[1:]] or [1_000_000]
+    sizes = [int(arg) for arg in sys.argv[1:]] or [100_000]
     print("spanledger report against DuckDB's bare group-by over the same file, same run")
     print(
-        f"{'events':>10} {'MB':>7} {'bare':>7} {'report':>7} {'ratio':>6} {'us/event':>9} "
-        f"{'peak RSS':>9}"
+        f"{'events':>10} {'MB':>6} {'bare':>7} {'first':>7} {'second':>7} {'append':>7} "
+        f"{'nocache':>7} {'first/b':>7} {'second/b':>8} {'peak RSS':>9} {'workers':>8}"
     )
     with tempfile.TemporaryDirectory() as folder:
         for size in sizes:
             path = Path(folder) / f"log-{size}.jsonl"
+            cache = Path(folder) / "cache"
             generate(path, size)
-            bare = min(bare_group_by(path) for _ in range(2))
-            runs = [report(path) for _ in range(2)]
-            wall = min(run[0] for run in runs)
-            rss = max(run[1] for run in runs)
-            data = runs[0][2]
-            assert data["events"] == size, data["events"]
+            rounds = 3 if size < 5_000_000 else 1
+            bare, first, second, fresh = [], [], [], []
+            for _ in range(rounds):
+                bare.append(bare_group_by(path))
+                shutil.rmtree(cache, ignore_errors=True)
+                first.append(report(path, cache))
+                second.append(report(path, cache))
+                fresh.append(report(path, cache, "--no-cache"))
+            expected = _same(fresh[0])
+            assert expected["events"] == size, expected["events"]
+            for run in first + second + fresh:
+                assert _same(run) == expected, "a report differs from --no-cache"
+            added = max(size // 100, 1)
+            generate(path, added, first=size)
+            appended = report(path, cache)
+            after = report(path, cache, "--no-cache")
+            assert appended.data["events"] == size + added, appended.data["events"]
+            assert _same(appended) == _same(after), "the appended report differs"
+            base = statistics.median(bare)
+            every = first + second + fresh + [appended, after]
             print(
-                f"{size:>10} {path.stat().st_size / 2**20:>7.0f} {bare:>6.2f}s {wall:>6.2f}s "
-                f"{wall / bare:>5.2f}x {wall / size * 1e6:>8.2f} {rss:>7.0f}MB"
-                "  (targets: <= 3x, <= 300 MB)"
+                f"{size:>10} {path.stat().st_size / 2**20:>6.0f} {base:>6.2f}s "
+                f"{_median(first):>6.2f}s {_median(second):>6.2f}s {appended.seconds:>6.2f}s "
+                f"{_median(fresh):>6.2f}s {_median(first) / base:>6.2f}x "
+                f"{_median(second) / base:>7.2f}x {max(run.peak_mb for run in every):>7.0f}MB "
+                f"{max(run.workers_mb for run in every):>6.0f}MB"
             )
             os.unlink(path)
+    print("targets: first <= 1.5x, second <= 0.5x the bare group-by; peak RSS <= 300 MB, flat")
     return 0
+
+
+def _same(run: Run) -> dict[str, object]:
+    """A report's JSON, for comparing runs."""
+    return run.data
+
+
+def _median(runs: list[Run]) -> float:
+    return statistics.median(run.seconds for run in runs)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import NoReturn
 
 from spanledger._version import __version__
-from spanledger.errors import ConfigurationError
 
 __all__ = ["main"]
 
@@ -96,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
         "--until", help="only calls started before (ISO date or time, UTC; after --since)"
     )
     report.add_argument("--skip-unreadable", action="store_true", help=_SKIP_UNREADABLE)
+    report.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="read every log afresh, neither using nor writing the report cache",
+    )
     export = commands.add_parser(
         "export", help="event logs as Parquet, partitioned by day, for a warehouse"
     )
@@ -147,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return _run(args)
-    except ConfigurationError as error:
+    except _configuration_error() as error:
         return _fail(f"error: {error}")
     except BrokenPipeError:
         _stop_writing_to_stdout()
@@ -183,19 +187,25 @@ def _run(args: argparse.Namespace) -> int:
         return run_demo(args.events, sys.stdout)
     if args.command == "report":
         from spanledger.fleet.options import groupings, window
-        from spanledger.reporting import run_report
 
         since, until = window(args.since, args.until)
+        by = groupings(args.by)
+        nothing = _report_of_nothing(args, by)
+        if nothing is not None:
+            return nothing
+        from spanledger.reporting import run_report
+
         return run_report(
             args.events,
             args.prices,
             as_json=args.json,
             as_csv=args.csv,
-            by=groupings(args.by),
+            by=by,
             since=since,
             until=until,
             html=args.html,
             skip_unreadable=args.skip_unreadable,
+            cache=not args.no_cache,
             out=sys.stdout,
             err=sys.stderr,
         )
@@ -229,6 +239,33 @@ def _run(args: argparse.Namespace) -> int:
         days = stale_days(args.stale_days)
         return run_prices_check(args.table, stale_days=days, out=sys.stdout)
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _report_of_nothing(args: argparse.Namespace, by: Sequence[str]) -> int | None:
+    """``spanledger report`` over empty logs, answered without importing the reader (DuckDB,
+    pydantic, the ledger); ``None`` when the logs hold something or a price table or a page
+    was asked for, and the full report answers."""
+    if args.prices is not None or args.html is not None:
+        return None
+    from spanledger.fleet.empty import report_empty
+
+    return report_empty(
+        args.events,
+        by,
+        as_json=args.json,
+        as_csv=args.csv,
+        skip_unreadable=args.skip_unreadable,
+        out=sys.stdout,
+        err=sys.stderr,
+    )
+
+
+def _configuration_error() -> tuple[type[Exception], ...]:
+    """``ConfigurationError`` for ``main`` to catch, read from ``spanledger.errors`` only if
+    something imported it (nothing else can have raised one), so that a command that needs no
+    more than the standard library does not import it for its error handling."""
+    errors = sys.modules.get("spanledger.errors")
+    return (errors.ConfigurationError,) if errors is not None else ()
 
 
 def _prog(args: argparse.Namespace) -> str:

@@ -8,14 +8,13 @@ failures without copying their content into logs or traces.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+if TYPE_CHECKING:
+    from spanledger._fingerprint import Fingerprint
 
 __all__ = [
     "ConfigurationError",
@@ -72,18 +71,19 @@ _TRANSIENT = frozenset(
 )
 
 
-class Fingerprint(BaseModel):
-    """Byte length and SHA-256 of a body: identifies it without carrying it."""
+def __getattr__(name: str) -> object:
+    """``Fingerprint``, imported on first use: it is a pydantic model, and building one costs
+    more than the rest of this module, which the command line imports whatever it does."""
+    if name == "Fingerprint":
+        from spanledger._fingerprint import Fingerprint
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+        globals()["Fingerprint"] = Fingerprint
+        return Fingerprint
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    byte_length: int = Field(ge=0, strict=True)
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
-    @classmethod
-    def of(cls, body: bytes) -> Fingerprint:
-        """The fingerprint of ``body``: its length and digest, never the bytes themselves."""
-        return cls(byte_length=len(body), sha256=hashlib.sha256(body).hexdigest())
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 class ProviderError(Exception):
@@ -170,6 +170,8 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         return None
     if text.isascii() and text.isdigit():
         return float(int(text)) if len(text) <= 12 else None
+    from email.utils import parsedate_to_datetime  # only an HTTP date needs the email package
+
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):
@@ -214,6 +216,8 @@ def error_for_status(
 ) -> ProviderError:
     """A categorised error for a failed response: status, ``Retry-After``, body fingerprint
     (none when the body was never read)."""
+    from spanledger._fingerprint import Fingerprint
+
     return ProviderError(
         category_for_status(status, overrides),
         status_code=status,

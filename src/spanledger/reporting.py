@@ -32,6 +32,7 @@ def run_report(
     until: datetime | None = None,
     html: Path | None = None,
     skip_unreadable: bool = False,
+    cache: bool = True,
     out: TextIO,
     err: TextIO | None = None,
 ) -> int:
@@ -40,7 +41,8 @@ def run_report(
     instead. 1 when no readable event was found. Raises ``PriceTableError`` for a price table,
     ``ConfigurationError`` for a source that names nothing (or ``html`` without its extra),
     ``OSError`` for a log that cannot be read, unless ``skip_unreadable``: then what cannot be
-    read is skipped and named in one line on ``err``."""
+    read is skipped and named in one line on ``err``. ``cache``: use and keep the report cache
+    (a cache that cannot be written is one line on ``err``)."""
     from spanledger.fleet.report import price_scan
     from spanledger.fleet.scan import scan_logs
 
@@ -62,6 +64,8 @@ def run_report(
             windows=windows,
             recorded_costs=ledger is None,
             daily=html is not None,
+            cache=cache,
+            warn=lambda message: (err if err is not None else out).write(message + "\n"),
         )
     report = price_scan(scan, by, ledger)
     report.unreadable = tuple(str(path) for path in found.unreadable)

@@ -25,7 +25,15 @@ from typing import BinaryIO
 
 from spanledger.eventlog import TRUNCATED, decode_line, decode_written, event_line
 
-__all__ = ["TRUNCATED", "ReadLogs", "read_logs", "reading_copy", "working_directory"]
+__all__ = [
+    "TRUNCATED",
+    "ReadLogs",
+    "Span",
+    "read_logs",
+    "read_spans",
+    "reading_copy",
+    "working_directory",
+]
 
 _RANGE_BYTES = 32 << 20
 """Bytes of log one worker judges at a time."""
@@ -71,6 +79,16 @@ class ReadLogs:
 
 
 @dataclass(frozen=True)
+class Span:
+    """The lines of ``path`` that start in [``start``, ``end``); ``end`` is the file's size
+    when read (``None``: its size now). A span from 0 to the end is the whole file."""
+
+    path: Path
+    start: int = 0
+    end: int | None = None
+
+
+@dataclass(frozen=True)
 class _Range:
     """The lines of ``path`` that start in [``start``, ``end``); ``last``: it ends the file;
     ``copy``: where its kept records go, when the file needs a copy."""
@@ -94,35 +112,55 @@ def read_logs(files: Sequence[Path], workdir: Path, *, workers: int | None = Non
     """Judge every line of ``files`` by the library's decoder; write a working copy under
     ``workdir`` of each file that needs one. ``workers`` processes (default: one per CPU;
     one for small logs)."""
-    ranges = list(_ranges(files, workdir))
+    result = ReadLogs()
+    for read in read_spans([Span(path) for path in files], workdir, workers=workers):
+        result.sources += read.sources
+        result.lines += read.lines
+        for reason, count in read.problems.items():
+            result.problems[reason] = result.problems.get(reason, 0) + count
+    return result
+
+
+def read_spans(
+    spans: Sequence[Span], workdir: Path, *, workers: int | None = None
+) -> list[ReadLogs]:
+    """What ``read_logs`` finds, for each span on its own: a whole file whose every line is
+    kept as written is its own source; any other span gets a working copy of its kept
+    records under ``workdir``."""
+    planned = list(_ranges(spans, workdir))
+    ranges = [part for _, part in planned]
     wanted = workers if workers is not None else (os.cpu_count() or 1)
     total = sum(part.end - part.start for part in ranges)
     parallel = wanted > 1 and len(ranges) > 1 and total >= _PARALLEL_BYTES
     judged = _run("judge", ranges, wanted if parallel else 1)
-    result = ReadLogs()
-    dirty: set[Path] = set()
-    for part, verdict in zip(ranges, judged, strict=True):
+    results = [ReadLogs() for _ in spans]
+    dirty = {index for index, span in enumerate(spans) if span.start > 0}
+    for (index, _), verdict in zip(planned, judged, strict=True):
+        result = results[index]
         result.lines += verdict.lines
         for reason, count in verdict.problems.items():
             result.problems[reason] = result.problems.get(reason, 0) + count
         if not verdict.clean:
-            dirty.add(part.path)
-    copied = [part for part in ranges if part.path in dirty]
-    _run("copy", copied, wanted if parallel else 1)
-    result.sources = [path for path in files if path not in dirty]
-    result.sources += [part.copy for part in copied]
-    return result
+            dirty.add(index)
+    copied = [(index, part) for index, part in planned if index in dirty]
+    _run("copy", [part for _, part in copied], wanted if parallel else 1)
+    for index, span in enumerate(spans):
+        if index not in dirty:
+            results[index].sources.append(span.path)
+    for index, part in copied:
+        results[index].sources.append(part.copy)
+    return results
 
 
-def _ranges(files: Sequence[Path], workdir: Path) -> Iterator[_Range]:
+def _ranges(spans: Sequence[Span], workdir: Path) -> Iterator[tuple[int, _Range]]:
     number = 0
-    for path in files:
-        size = path.stat().st_size
-        starts = list(range(0, max(size, 1), _RANGE_BYTES))
-        for index, start in enumerate(starts):
-            last = index + 1 == len(starts)
-            end = size if last else starts[index + 1]
-            yield _Range(path, start, end, last, workdir / f"part-{number:06d}.jsonl")
+    for index, span in enumerate(spans):
+        size = span.end if span.end is not None else span.path.stat().st_size
+        starts = list(range(span.start, max(size, span.start + 1), _RANGE_BYTES))
+        for at, start in enumerate(starts):
+            last = at + 1 == len(starts)
+            end = size if last else starts[at + 1]
+            yield index, _Range(span.path, start, end, last, workdir / f"part-{number:06d}.jsonl")
             number += 1
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import cast, get_args
+from typing import TYPE_CHECKING, cast
 
 from spanledger.errors import ConfigurationError
-from spanledger.fleet.scan import Grouping
 
-__all__ = ["MAX_STALE_DAYS", "groupings", "moment", "stale_days", "window"]
+if TYPE_CHECKING:  # the scan brings DuckDB: the command reads its options before it reads logs
+    from spanledger.fleet.scan import Grouping
 
-_GROUPINGS: tuple[str, ...] = get_args(Grouping)
+__all__ = ["GROUPINGS", "MAX_STALE_DAYS", "groupings", "moment", "stale_days", "window"]
+
+GROUPINGS: tuple[str, ...] = ("provider", "model", "day", "request")
+"""The names ``--by`` accepts: ``fleet.scan.Grouping``'s, in its order."""
 
 MAX_STALE_DAYS = 36_500
 """The largest ``--stale-days`` accepted: a hundred years."""
@@ -19,14 +22,14 @@ MAX_STALE_DAYS = 36_500
 def groupings(text: str) -> tuple[Grouping, ...]:
     """``provider,model`` -> ``("provider", "model")``; each name once, from the known ones."""
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in _GROUPINGS]
+    unknown = [name for name in names if name not in GROUPINGS]
     if not names or unknown:
         raise ConfigurationError(
-            f"--by {text!r}: groups by {', '.join(_GROUPINGS)} or a comma list of them"
+            f"--by {text!r}: groups by {', '.join(GROUPINGS)} or a comma list of them"
         )
     if len(set(names)) != len(names):
         raise ConfigurationError(f"--by {text!r}: names a grouping twice")
-    return tuple(cast(Grouping, name) for name in names)
+    return tuple(cast("Grouping", name) for name in names)
 
 
 def moment(text: str | None, option: str) -> datetime | None:

@@ -10,8 +10,9 @@ the number of calls. Lines are never quoted back: they may hold payload.
 from __future__ import annotations
 
 import glob
+import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -19,7 +20,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from spanledger.attribution.summary import AttributionFigures, ContextFigures
-from spanledger.fleet.lines import read_logs, reading_copy
+from spanledger.fleet.lines import Span, read_spans, reading_copy
+from spanledger.fleet.report_cache import Planned, ReportCache, cache_root, too_many_parts
 from spanledger.ledger.pricing import RULE_BILLING
 
 __all__ = [
@@ -162,6 +164,7 @@ def connect(memory_limit: str) -> Any:
         }
     )
     connection.execute("SET TimeZone = 'UTC'")
+    connection.execute("SET enable_progress_bar_print = false")  # stdout is the report's
     return connection
 
 
@@ -183,26 +186,131 @@ def scan_logs(
     until: datetime | None = None,
     windows: Sequence[datetime] = (),
     recorded_costs: bool = False,
-    memory_limit: str = "256MB",
+    memory_limit: str = "128MB",
     daily: bool = False,
+    cache: bool = True,
+    warn: Callable[[str], object] | None = None,
 ) -> Scan:
     """Scan ``files`` once: calls grouped by ``by`` and for pricing (``windows`` are the price
     table's validity boundaries), and each attribution record kept for the per-request
     aggregates. ``recorded_costs``: group by the cost line each event carries instead.
     ``daily``: split every group by its calls' UTC day too (``CallGroup.day``), for a series
-    by day whatever ``by`` is."""
+    by day whatever ``by`` is. ``memory_limit``: DuckDB's, past which it spills to disk (128
+    MB keeps the report's peak, interpreter and models included, under 300 MB). ``cache``:
+    read what the report cache holds of each file and
+    keep what is read afresh there (``warn`` is told, once, when it cannot be written);
+    without it everything is read afresh and nothing is written."""
     if not by:
         raise ValueError("by names at least one grouping (provider, model, day, request)")
     with reading_copy() as workdir:
-        read = read_logs(files, workdir)
         connection = connect(memory_limit)
         try:
-            scan = _scan(connection, read.sources, by, since, until, windows, recorded_costs, daily)
+            store = ReportCache(cache_root(), warn or _to_stderr) if cache else None
+            parts, lines, problems = _columnar(connection, files, workdir, store)
+            scan = _scan(connection, parts, by, since, until, windows, recorded_costs, daily)
         finally:
             connection.close()
-    scan.lines = read.lines
-    scan.problems = dict(read.problems)
+        if store is not None:
+            store.prune(files)
+    scan.lines = lines
+    scan.problems = problems
     return scan
+
+
+def _to_stderr(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def _columnar(
+    connection: Any, files: Sequence[Path], workdir: Path, store: ReportCache | None
+) -> tuple[list[Path], int, dict[str, int]]:
+    """The Parquet parts holding the records every line of ``files`` kept (from ``store``
+    where it has them, else judged afresh and written to ``store``), the lines read and the
+    lines skipped by reason."""
+    expected = _described(connection, _typed_nulls())
+    if store is not None:
+        plans = store.plan(
+            files, workdir, lambda part, rows: _fits(connection, part, rows, expected)
+        )
+    else:
+        plans = [Planned(path) for path in files]
+    fresh = [plan for plan in plans if plan.start is not None]
+    reads = read_spans([Span(plan.path, plan.start or 0, _size(plan)) for plan in fresh], workdir)
+    for number, (plan, read) in enumerate(zip(fresh, reads, strict=True)):
+        merged = too_many_parts(plan)
+        target = workdir / f"fresh-{number:06d}.parquet"
+        rows = _to_parquet(connection, read.sources, plan.parts if merged else [], target)
+        if store is not None:
+            store.save(plan, target, rows, read.lines, read.problems, merged=merged)
+        plan.parts = [target] if merged else [*plan.parts, target]
+        plan.lines += read.lines
+        for reason, count in read.problems.items():
+            plan.problems[reason] = plan.problems.get(reason, 0) + count
+    if store is not None:
+        for plan in plans:
+            if plan.start is None:
+                store.save(plan, None, 0, 0, {})
+    problems: dict[str, int] = {}
+    for plan in plans:
+        for reason, count in plan.problems.items():
+            problems[reason] = problems.get(reason, 0) + count
+    parts = [part for plan in plans for part in plan.parts]
+    return parts, sum(plan.lines for plan in plans), problems
+
+
+def _size(plan: Planned) -> int | None:
+    return plan.status.st_size if plan.status is not None else None
+
+
+def _to_parquet(
+    connection: Any, sources: Sequence[Path], cached: Sequence[Path], target: Path
+) -> int:
+    """The records of the JSON ``sources`` (after those of the ``cached`` parts) written to
+    ``target`` as Parquet, each column of its declared type; how many."""
+    query = f"SELECT *, {_TS} AS ts FROM {source(_COLUMNS)}"
+    named: dict[str, object] = {"files": literal_names(sources)}
+    if cached:
+        query = f"SELECT * FROM read_parquet($cached) UNION ALL BY NAME {query}"
+        named["cached"] = literal_names(cached)
+    quoted = str(target).replace("'", "''")
+    [[rows]] = connection.execute(f"COPY ({query}) TO '{quoted}' ({_PARQUET})", named).fetchall()
+    return int(rows)
+
+
+_PARQUET = "FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, ROW_GROUP_SIZE 10000"
+"""How parts are written: zstd's fastest level makes them small for about snappy's cost, and
+small row groups keep the writer within the memory limit."""
+_TS = """CASE WHEN kind = 'attribution' THEN try_cast("at" AS TIMESTAMPTZ)
+    ELSE try_cast(started_at AS TIMESTAMPTZ) END"""
+"""A record's time: the call's start, the attribution record's ``at``."""
+
+
+def _typed_nulls() -> str:
+    """The columns of a part, as a select list of typed nulls."""
+    typed = {**_COLUMNS, "ts": "TIMESTAMPTZ"}
+    return ", ".join(f'CAST(NULL AS {kind}) AS "{name}"' for name, kind in typed.items())
+
+
+def _described(
+    connection: Any, columns: str, named: Mapping[str, object] | None = None
+) -> list[tuple[str, str]]:
+    rows = connection.execute(f"DESCRIBE SELECT {columns}", named or {}).fetchall()
+    return [(str(row[0]), str(row[1])) for row in rows]
+
+
+def _fits(connection: Any, part: Path, rows: int, expected: list[tuple[str, str]]) -> bool:
+    """Whether ``part`` is Parquet of exactly the scan's columns holding ``rows`` rows."""
+    import duckdb
+
+    named = {"part": literal_names([part])}
+    try:
+        found = _described(connection, "* FROM read_parquet($part)", named)
+        [[count]] = connection.execute(
+            "SELECT sum(num_rows) FROM parquet_file_metadata($part)", named
+        ).fetchall()
+    except duckdb.Error:
+        return False
+    return found == expected and count == rows
 
 
 def _window_of(windows: int) -> str:
@@ -254,7 +362,7 @@ def _scan(
     keyed: tuple[Grouping, ...] = (*by, "day") if daily else tuple(by)
     boundaries = sorted(set(windows))
     moments = {f"window_{i}": moment for i, moment in enumerate(boundaries)}
-    connection.execute(REPEATED, {"files": literal_names(files)})
+    connection.execute(_REPEATED_IN_PARTS, {"files": literal_names(files)})
     connection.execute(
         _grouping_query(keyed, since, until, len(boundaries), recorded_costs),
         parameters(files, since, until, **moments),
@@ -280,11 +388,10 @@ def _scan(
         ).fetchall()
     }
     events = classes.get("call", 0) + classes.get("out of range", 0)
-    attribution = (
-        _attribution(connection, "request" in by)
-        if classes.get("attribution")
-        else AttributionFigures(by_request=() if "request" in by else None)
-    )
+    attribution = AttributionFigures(by_request=() if "request" in by else None)
+    if classes.get("attribution"):
+        connection.execute(_latest_query(since, until), parameters(files, since, until))
+        attribution = _attribution(connection, "request" in by)
     return Scan(
         groups,
         sum(classes.values()),
@@ -302,6 +409,11 @@ REPEATED = """CREATE OR REPLACE TEMP TABLE repeated AS
             ignore_errors=true, maximum_object_size=16777216)
     ) WHERE call_id IS NOT NULL GROUP BY call_id HAVING count(*) > 1"""
 """The call ids met on more than one line: only their calls need de-duplicating."""
+
+_REPEATED_IN_PARTS = """CREATE OR REPLACE TEMP TABLE repeated AS
+    SELECT call_id FROM read_parquet($files)
+    WHERE call_id IS NOT NULL GROUP BY call_id HAVING count(*) > 1"""
+"""``REPEATED`` over the scan's Parquet parts."""
 
 _CALLS = """WITH merged AS (
         SELECT * EXCLUDE (lines, calls, tokens, units, characters, micros, first_at),
@@ -355,6 +467,16 @@ def record_class(keep: str) -> str:
         END"""
 
 
+def _classified(keep: str, kinds: str = "true") -> str:
+    """The CTEs ``rows`` (the parts' records of ``kinds``) and
+    ``classified`` (each with its ``class``, per ``keep``), computed where they are used."""
+    return f"""WITH rows AS NOT MATERIALIZED (
+            SELECT * FROM read_parquet($files) WHERE {kinds}
+        ), classified AS NOT MATERIALIZED (
+            SELECT rows.*, {record_class(keep)} AS class FROM rows
+        )"""
+
+
 def _grouping_query(
     by: Sequence[Grouping],
     since: datetime | None,
@@ -362,84 +484,51 @@ def _grouping_query(
     windows: int,
     recorded_costs: bool,
 ) -> str:
-    """The scan: every line classified, the calls grouped for pricing and each attribution
-    record kept whole (as ``record``), into the temporary table ``grouped``."""
-    keep = in_range(since, until)
-    call = "class = 'call'"
-    keys = ", ".join(
-        f"CASE WHEN {call} THEN {_BY_COLUMN[name]} END AS k{i}" for i, name in enumerate(by)
-    )
+    """The scan: every record classified, the calls grouped for pricing, and the other
+    records counted by class, into the temporary table ``grouped``."""
+    keys = ", ".join(f"{_BY_COLUMN[name]} AS k{i}" for i, name in enumerate(by))
     cost_columns = ", ".join(
-        f"CASE WHEN {call} THEN cost.{name} END AS cost_{name}"
-        if recorded_costs
-        else f"NULL AS cost_{name}"
+        f"cost.{name} AS cost_{name}" if recorded_costs else f"NULL AS cost_{name}"
         for name in ("status", "currency", "code", "amount")
     )
+    succeeded = "kind IN ('embedding', 'rerank')"
+    failed = "kind LIKE '%_failed'"
     return f"""
         CREATE OR REPLACE TEMP TABLE grouped AS
-        WITH rows AS (
-            SELECT *,
-                CASE WHEN kind = 'attribution' THEN try_cast("at" AS TIMESTAMPTZ)
-                    ELSE try_cast(started_at AS TIMESTAMPTZ) END AS ts
-            FROM {source(_COLUMNS)}
-        ), classified AS (
-            SELECT rows.*, {record_class(keep)} AS class FROM rows
-        ), calls AS (
+        {_classified(in_range(since, until))}, calls AS (
             SELECT classified.class, {keys},
-                CASE WHEN classified.class = 'call' THEN repeated.call_id END AS repeat,
-                CASE WHEN {call} THEN provider END AS provider,
-                CASE WHEN {call} THEN model END AS model,
-                CASE WHEN {call} THEN split_part(kind, '_', 1) END AS operation,
+                repeated.call_id AS repeat,
+                provider, model, split_part(kind, '_', 1) AS operation,
                 CASE
-                    WHEN NOT {call} THEN NULL
-                    WHEN kind IN ('embedding', 'rerank') THEN 'succeeded'
+                    WHEN {succeeded} THEN 'succeeded'
                     WHEN estimated_usage IS NOT NULL THEN 'estimated'
                     ELSE 'failed'
                 END AS outcome,
-                CASE WHEN kind IN ('embedding', 'rerank') THEN usage ELSE estimated_usage END
-                    AS figures,
-                CASE WHEN {call} THEN {_window_of(windows)} END AS price_window,
-                CASE WHEN {call} AND kind LIKE '%_failed' THEN error_category END AS category,
-                CASE WHEN {call} AND kind LIKE '%_failed' THEN error_type END AS error,
-                CASE WHEN {call} AND kind LIKE '%_failed' THEN try_cast(status_code AS INTEGER)
-                    END AS status,
-                CASE WHEN {call} AND kind IN ('embedding', 'rerank')
-                    AND len(malformed_usage) > 0 THEN list_sort(malformed_usage) END AS malformed,
-                CASE WHEN {call} THEN billing END AS billing,
-                CASE WHEN {call} AND kind IN ('embedding', 'rerank') THEN response_model END
-                    AS response_model,
-                CASE WHEN {call} AND kind = 'rerank' AND usage IS NULL
-                    AND billing = '{RULE_BILLING}' THEN try_cast(document_count AS BIGINT)
-                    END AS documents,
-                CASE WHEN {call} AND kind IN ('embedding', 'rerank')
+                CASE WHEN {succeeded} THEN usage ELSE estimated_usage END AS figures,
+                {_window_of(windows)} AS price_window,
+                CASE WHEN {failed} THEN error_category END AS category,
+                CASE WHEN {failed} THEN error_type END AS error,
+                CASE WHEN {failed} THEN try_cast(status_code AS INTEGER) END AS status,
+                CASE WHEN {succeeded} AND len(malformed_usage) > 0
+                    THEN list_sort(malformed_usage) END AS malformed,
+                billing,
+                CASE WHEN {succeeded} THEN response_model END AS response_model,
+                CASE WHEN kind = 'rerank' AND usage IS NULL AND billing = '{RULE_BILLING}'
+                    THEN try_cast(document_count AS BIGINT) END AS documents,
+                CASE WHEN {succeeded}
                     THEN try_cast(floor(try_cast(latency_ms AS DOUBLE) * 1000) AS BIGINT)
                     END AS call_micros,
-                {cost_columns}, ts,
-                CASE WHEN class = 'attribution' THEN {{
-                    'request': request_id,
-                    'at': ts,
-                    'rendered': try_cast(rendered_tokens AS BIGINT),
-                    'cited': try_cast(cited_tokens AS BIGINT),
-                    'share': try_cast(cited_token_share AS DOUBLE),
-                    'reconcilable': try_cast(reconcilable AS BOOLEAN),
-                    'spend': spend,
-                    'currency': currency,
-                    'complete': try_cast(spend_complete AS BOOLEAN),
-                    'context': context_spend,
-                    'cited_context': cited_context_spend,
-                    'unused_context': unused_context_spend,
-                    'context_currency': context_currency,
-                    'context_unknown': unknown_context_spend
-                }} END AS record
+                {cost_columns}, ts
             FROM classified LEFT JOIN repeated ON classified.call_id = repeated.call_id
+            WHERE classified.class = 'call'
         ), measured AS (
             SELECT *,
-                {call} AND figures IS NOT NULL AS reported,
-                CASE WHEN {call} THEN coalesce(figures.input_tokens, 0) ELSE 0 END AS tokens,
-                CASE WHEN {call} THEN coalesce(figures.search_units, 0) ELSE 0 END AS units,
-                CASE WHEN {call} THEN figures.billable_characters END AS chars,
-                {call} AND figures.input_tokens IS NOT NULL AS has_token_figure,
-                {call} AND figures.search_units IS NOT NULL AS has_unit_figure,
+                figures IS NOT NULL AS reported,
+                coalesce(figures.input_tokens, 0) AS tokens,
+                coalesce(figures.search_units, 0) AS units,
+                figures.billable_characters AS chars,
+                figures.input_tokens IS NOT NULL AS has_token_figure,
+                figures.search_units IS NOT NULL AS has_unit_figure,
                 CASE WHEN repeat IS NOT NULL THEN hash(figures, call_micros) END AS variant
             FROM calls
         )
@@ -448,13 +537,41 @@ def _grouping_query(
             reported, tokens > 0 AS has_tokens, units > 0 AS has_units, has_token_figure,
             has_unit_figure,
             chars IS NOT NULL AS has_characters, price_window,
-            category, error, status, cost_status, cost_currency, cost_code, cost_amount, record,
+            category, error, status, cost_status, cost_currency, cost_code, cost_amount,
             malformed, billing, response_model, documents, repeat, variant, count(*) AS lines,
             sum(tokens) AS tokens, sum(units) AS units, sum(chars) AS characters,
             coalesce(sum(call_micros), 0) AS micros,
-            min(ts) AS first_at, count(*) FILTER (WHERE {call}) AS calls
+            min(ts) AS first_at, count(*) AS calls
         FROM measured
         GROUP BY ALL
+        UNION ALL BY NAME
+        SELECT class, count(*) AS lines FROM classified WHERE class <> 'call' GROUP BY class
+    """
+
+
+def _latest_query(since: datetime | None, until: datetime | None) -> str:
+    """Each request's latest attribution record (by its time) among those the scan kept,
+    into the temporary table ``attribution``: memory grows with requests, not records."""
+    return f"""
+        CREATE OR REPLACE TEMP TABLE attribution AS
+        {_classified(in_range(since, until), "kind = 'attribution'")}
+        SELECT unnest(arg_max({{
+            'request': request_id,
+            'at': ts,
+            'rendered': try_cast(rendered_tokens AS BIGINT),
+            'cited': try_cast(cited_tokens AS BIGINT),
+            'share': try_cast(cited_token_share AS DOUBLE),
+            'reconcilable': try_cast(reconcilable AS BOOLEAN),
+            'spend': spend,
+            'currency': currency,
+            'complete': try_cast(spend_complete AS BOOLEAN),
+            'context': context_spend,
+            'cited_context': cited_context_spend,
+            'unused_context': unused_context_spend,
+            'context_currency': context_currency,
+            'context_unknown': unknown_context_spend
+        }}, ts))
+        FROM classified WHERE class = 'attribution' GROUP BY request_id
     """
 
 
@@ -515,10 +632,7 @@ def _group(row: tuple[Any, ...], width: int, daily: bool = False) -> CallGroup:
     )
 
 
-_LATEST = """WITH latest AS (
-            SELECT unnest(arg_max(record, record."at"))
-            FROM grouped WHERE class = 'attribution' GROUP BY record.request
-        )"""
+_LATEST = "WITH latest AS (SELECT * FROM attribution)"
 """Each request's latest attribution record (by its ``at``) among those the scan kept."""
 
 
@@ -537,7 +651,8 @@ def _attribution(connection: Any, by_request: bool = False) -> AttributionFigure
         {_LATEST}, measured AS (
             SELECT * REPLACE (try_cast(spend AS DECIMAL(38, 24)) AS spend) FROM latest
         )
-        SELECT count(*), count(share), avg(share), median(share), {bands},
+        SELECT count(*), count(share),
+            avg(CAST(share AS DECIMAL(38, 18)))::DOUBLE, median(share), {bands},
             sum(spend) FILTER (WHERE {known}),
             sum(cited) FILTER (WHERE {known}),
             list(DISTINCT currency) FILTER (WHERE {known} AND currency IS NOT NULL),
