@@ -15,24 +15,13 @@ import stat
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from spanledger.fleet.layout import FIGURE_LEGEND, REPORT_SCHEMA_VERSION, REQUEST_CONTEXT_COLUMNS
 from spanledger.fleet.sources import log_files
 
 __all__ = ["empty_csv", "empty_json", "empty_text", "report_empty"]
 
 _STATUSES = ("priced", "estimated", "unpriced", "unmetered", "not_billed")
 _FIGURES = ("input_tokens", "search_units", "billable_characters")
-_REQUEST_CONTEXT_COLUMNS = (
-    "request_cited_token_share",
-    "request_context_spend",
-    "request_cited_context_spend",
-    "request_unused_context_spend",
-    "request_context_currency",
-    "request_unknown_context_spend",
-)
-_LEGEND = (
-    "(tokens, units, chars: what the provider reported; unknown: no call reported it; "
-    "\N{EM DASH}: the operation has none)"
-)
 
 
 def report_empty(
@@ -93,7 +82,7 @@ def empty_text(by: Sequence[str]) -> str:
         "",
         header.strip(),
         "",
-        _LEGEND,
+        FIGURE_LEGEND + ")",
         "",
         "attribution: no request reports in the log",
     ]
@@ -120,7 +109,7 @@ def empty_json(by: Sequence[str]) -> dict[str, Any]:
     if "request" in by:
         attribution["by_request"] = []
     return {
-        "schema_version": 2,
+        "schema_version": REPORT_SCHEMA_VERSION,
         "events": 0,
         "by": list(by),
         "status_counts": dict.fromkeys(_STATUSES, 0),
@@ -144,6 +133,6 @@ def empty_csv(by: Sequence[str]) -> str:
         "calls",
         "amount",
         *(name for figure in _FIGURES for name in (figure, f"{figure}_calls")),
-        *(_REQUEST_CONTEXT_COLUMNS if "request" in by else ()),
+        *(REQUEST_CONTEXT_COLUMNS if "request" in by else ()),
     ]
     return ",".join(columns) + "\n"

@@ -14,10 +14,16 @@ from spanledger.attribution.summary import AttributionFigures, ContextFigures, c
 from spanledger.costs import NOT_PRICED_STATUSES, CostCode, CostLine, CostStatus, plain
 from spanledger.display import CELL_LIMIT, terminal_text
 from spanledger.events import EmbeddingUsage, RerankUsage
+from spanledger.fleet.layout import (
+    FIGURE_LEGEND,
+    PARTIAL_LEGEND,
+    REPORT_SCHEMA_VERSION,
+    REQUEST_CONTEXT_COLUMNS,
+)
 from spanledger.fleet.scan import CallGroup, Grouping, Scan
 from spanledger.ledger.pricing import Ledger
 from spanledger.ledger.report import AMOUNT_STATUSES, money, unrecorded_cost
-from spanledger.ledger.totals import FIGURES, NOT_APPLICABLE, GroupTotal
+from spanledger.ledger.totals import FIGURES, GroupTotal
 
 _MICROSECONDS = Decimal(1_000_000)
 
@@ -114,7 +120,7 @@ class FleetReport:
                 "calls",
                 "amount",
                 *(name for figure in FIGURES for name in (figure, f"{figure}_calls")),
-                *(_REQUEST_CONTEXT_COLUMNS if per_request else ()),
+                *(REQUEST_CONTEXT_COLUMNS if per_request else ()),
             ]
         )
         contexts = {each.request_id: each for each in self.attribution.by_request or ()}
@@ -185,7 +191,7 @@ class FleetReport:
                 figures += f" {text:>{figure_widths[name]}}"
             lines.append(f"{keyed} {status:<11} {row.calls:>8} {amount:>18}{figures}".rstrip())
         lines.append("")
-        lines.append(_FIGURE_LEGEND + (_PARTIAL_LEGEND if partial else "") + ")")
+        lines.append(FIGURE_LEGEND + (PARTIAL_LEGEND if partial else "") + ")")
         if self.duplicates:
             lines.append(
                 f"{counted(self.duplicates, 'line')} repeated a call already counted "
@@ -202,30 +208,12 @@ class FleetReport:
         return "\n".join(lines)
 
 
-REPORT_SCHEMA_VERSION = 2
-"""The version of ``--json``'s layout; it changes when a field changes meaning or goes."""
-_FIGURE_LEGEND = (
-    "(tokens, units, chars: what the provider reported; unknown: no call reported it; "
-    f"{NOT_APPLICABLE}: the operation has none"
-)
-_PARTIAL_LEGEND = "; n (k/c): reported by k of the row's c calls that have the figure"
-
 NO_KEY = "(none)"
 """How the text report shows a group with no value (calls made outside any request)."""
 
 
 def _shown(key: str) -> str:
     return key or NO_KEY
-
-
-_REQUEST_CONTEXT_COLUMNS = (
-    "request_cited_token_share",
-    "request_context_spend",
-    "request_cited_context_spend",
-    "request_unused_context_spend",
-    "request_context_currency",
-    "request_unknown_context_spend",
-)
 
 
 def _context_cells(figures: ContextFigures | None) -> list[str]:
