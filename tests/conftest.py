@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,31 @@ out time on purpose."""
 def _slow(path: Path) -> bool:
     parts = path.relative_to(TESTS).parts
     return bool(parts) and (parts[0] in SLOW_FOLDERS or path.name in SLOW_FILES)
+
+
+_TEST_CACHE = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's report cache starts empty and is its own: ``XDG_CACHE_HOME`` points at a fresh
+    folder (children inherit it), so no test's outcome depends on what an earlier run left in
+    the user's cache, and the run leaves nothing there. Every other tool's cache folder is
+    linked in as it is (LlamaIndex's downloaded data, for one), so only spanledger's is new."""
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    isolated = Path(tempfile.mkdtemp(prefix="spanledger-test-cache-"))
+    if home.is_dir():
+        for entry in home.iterdir():
+            if entry.name != "spanledger":
+                (isolated / entry.name).symlink_to(entry)
+    os.environ["XDG_CACHE_HOME"] = str(isolated)
+    config.stash[_TEST_CACHE] = isolated
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's own cache folder goes (the links in it, never what they point at)."""
+    isolated = config.stash.get(_TEST_CACHE, None)
+    if isolated is not None:
+        shutil.rmtree(isolated, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
