@@ -17,29 +17,11 @@ import openai
 import pytest
 
 import spanledger
-from spanledger import CallStarted, EmbeddingEvent, EmbeddingFailedEvent, Event, Recorder
+from spanledger import CallStarted, EmbeddingEvent, EmbeddingFailedEvent
 from spanledger.errors import ProviderError
 from spanledger.wire import http as wire_http
 from spanledger.wire.decode import decode_embedding, float_vectors, vectors_by_index
-
-
-class Tape:
-    def __init__(self) -> None:
-        self.started: list[CallStarted] = []
-        self.events: list[Event] = []
-
-    def call_started(self, started: CallStarted) -> None:
-        self.started.append(started)
-
-    def emit(self, event: Event) -> None:
-        self.events.append(event)
-
-
-@pytest.fixture
-def tape() -> Iterator[Tape]:
-    recording = Tape()
-    with spanledger.use(Recorder([recording])):
-        yield recording
+from tests.instrument.conftest import Tape
 
 
 class _UrlLike:
@@ -105,7 +87,8 @@ def test_a_client_given_another_base_url_is_announced_and_recorded_by_it(tape: T
     client.base_url = "http://two.example:8002/v1"
     client.embeddings.create(model="text-embedding-3-small", input=["a"])
 
-    servers = [(s.server_address, s.server_port) for s in tape.started]
+    starts = [notice for _, notice in tape.log if isinstance(notice, CallStarted)]
+    servers = [(s.server_address, s.server_port) for s in starts]
     assert servers == [("one.example", 8001), ("two.example", 8002)]
     recorded = [(e.server_address, e.server_port) for e in tape.events]
     assert recorded == servers
