@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -246,8 +247,9 @@ def test_entries_of_files_that_are_gone_are_pruned(tmp_path: Path, cache_dir: Pa
     [entry] = entries(cache_dir)
     assert entry["path"] == str(kept)
     left = {path.name for path in cache_dir.iterdir()}
-    assert left == {next(cache_dir.glob("*.json")).name, entry["parts"][0]["name"]}
+    assert left == {next(cache_dir.glob("*.json")).name, entry["parts"][0]["name"], "scans"}
     assert len(parts) == 2
+    assert len(list((cache_dir / "scans").iterdir())) == 1  # the pair's result went with it
 
 
 @pytest.mark.parametrize(
@@ -269,6 +271,7 @@ def test_a_corrupt_or_foreign_cache_is_rebuilt(
     log.write_bytes(lines(0, 12))
     expected = report(log, cache=False)
     report(log)
+    shutil.rmtree(cache_dir / "scans")  # so that the report reads the parts
     [manifest] = cache_dir.glob("*.json")
     entry = json.loads(manifest.read_bytes())
     part = cache_dir / entry["parts"][0]["name"]

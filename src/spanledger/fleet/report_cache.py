@@ -16,6 +16,7 @@ report goes on without it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -29,7 +30,18 @@ from typing import Any
 
 from spanledger.fleet.lines import working_directory
 
-__all__ = ["FORMAT", "TAIL_BYTES", "CacheEntry", "Part", "Planned", "ReportCache", "cache_root"]
+__all__ = [
+    "FORMAT",
+    "TAIL_BYTES",
+    "CacheEntry",
+    "Part",
+    "Planned",
+    "ReportCache",
+    "cache_root",
+    "cache_version",
+    "entry_key",
+    "write_atomically",
+]
 
 FORMAT = 1
 """The layout of an entry; an entry of another format is rebuilt."""
@@ -47,13 +59,21 @@ def cache_root() -> Path:
     return working_directory() / "report-cache"
 
 
-def _version() -> str:
-    """spanledger's version and DuckDB's: either may change how a part is read."""
-    import duckdb
+@functools.cache
+def cache_version() -> str:
+    """spanledger's version and DuckDB's (either may change how a part is read), found
+    without importing DuckDB, which a report answered from the cache never starts."""
+    from importlib import metadata
 
     from spanledger._version import __version__
 
-    return f"{__version__}/duckdb-{duckdb.__version__}"
+    try:
+        duckdb_version = metadata.version("duckdb")
+    except metadata.PackageNotFoundError:  # not installed as a distribution: ask it
+        import duckdb
+
+        duckdb_version = duckdb.__version__
+    return f"{__version__}/duckdb-{duckdb_version}"
 
 
 @dataclass(frozen=True)
@@ -81,7 +101,7 @@ class CacheEntry:
     problems: dict[str, int]
     parts: list[Part]
     format: int = FORMAT
-    version: str = field(default_factory=_version)
+    version: str = field(default_factory=cache_version)
 
 
 @dataclass
@@ -110,7 +130,7 @@ class ReportCache:
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            self._unwritable(error)
+            self.unwritable(error)
 
     def plan(
         self, files: Sequence[Path], workdir: Path, columns: Callable[[Path, int], bool]
@@ -119,12 +139,33 @@ class ReportCache:
         columns and ``rows`` rows (asked of DuckDB by the caller)."""
         return [self._plan_one(path, workdir, number, columns) for number, path in enumerate(files)]
 
+    @property
+    def version(self) -> str:
+        """The versions an entry or result written now carries."""
+        return cache_version()
+
+    def unchanged(self, path: Path) -> CacheEntry | None:
+        """The entry covering all of ``path`` as it is now (same size, modification time and
+        last bytes); ``None`` when there is none, the file changed, or it cannot be read."""
+        try:
+            status = path.stat()
+            key = entry_key(status.st_dev, status.st_ino)
+            entry = self._load(key, status.st_dev, status.st_ino)
+            if entry is None or status.st_size != entry.covered:
+                return None
+            if not self._covers(path, status, entry):
+                return None
+        except OSError:
+            return None
+        self.used.add(key)
+        return entry
+
     def _plan_one(
         self, path: Path, workdir: Path, number: int, columns: Callable[[Path, int], bool]
     ) -> Planned:
         status = path.stat()
         planned = Planned(path, status=status)
-        key = _key(status.st_dev, status.st_ino)
+        key = entry_key(status.st_dev, status.st_ino)
         entry = self._load(key, status.st_dev, status.st_ino)
         if entry is None or not self._covers(path, status, entry):
             return planned
@@ -192,16 +233,18 @@ class ReportCache:
         problems: Mapping[str, int],
         *,
         merged: bool = False,
-    ) -> None:
+    ) -> CacheEntry | None:
         """Record what reading ``planned`` found: its cached parts plus ``fresh`` (the
         Parquet of the bytes read afresh, ``rows`` records), covering up to the size it had
-        when planned; ``merged``: ``fresh`` holds the cached parts' records too."""
+        when planned; ``merged``: ``fresh`` holds the cached parts' records too. The entry
+        as kept; ``None`` when the cache cannot be written."""
         if not self.writable:
-            return
+            return None
         try:
-            self._save(planned, fresh, rows, lines, problems, merged)
+            return self._save(planned, fresh, rows, lines, problems, merged)
         except OSError as error:
-            self._unwritable(error)
+            self.unwritable(error)
+            return None
 
     def _save(
         self,
@@ -211,10 +254,10 @@ class ReportCache:
         lines: int,
         problems: Mapping[str, int],
         merged: bool,
-    ) -> None:
+    ) -> CacheEntry:
         status = planned.status
         assert status is not None
-        key = _key(status.st_dev, status.st_ino)
+        key = entry_key(status.st_dev, status.st_ino)
         old = planned.entry
         parts = list(old.parts) if old is not None and not merged else []
         if fresh is not None:
@@ -238,9 +281,10 @@ class ReportCache:
             parts=parts,
         )
         if old is not None and old == entry:
-            return
-        _write_atomically(self.root / f"{key}.json", json.dumps(asdict(entry)).encode())
+            return old
+        write_atomically(self.root / f"{key}.json", json.dumps(asdict(entry)).encode())
         self.used.add(key)
+        return entry
 
     def prune(self, keep: Iterable[Path]) -> None:
         """Remove the entries of files that no longer exist where they were last read (and
@@ -251,7 +295,7 @@ class ReportCache:
         for path in keep:
             with contextlib.suppress(OSError):
                 status = path.stat()
-                kept.add(_key(status.st_dev, status.st_ino))
+                kept.add(entry_key(status.st_dev, status.st_ino))
         try:
             names = os.listdir(self.root)
         except OSError:
@@ -274,13 +318,13 @@ class ReportCache:
                 named.update(str(part["name"]) for part in data["parts"])
         now = time.time()
         for name in names:
-            if name.endswith(".json") or name in named:
+            if name.endswith(".json") or name in named or (self.root / name).is_dir():
                 continue
             with contextlib.suppress(OSError):
                 if now - (self.root / name).stat().st_mtime > _ORPHAN_SECONDS:
                     (self.root / name).unlink()
 
-    def _unwritable(self, error: OSError) -> None:
+    def unwritable(self, error: OSError) -> None:
         if self.writable:
             cause = error.strerror or type(error).__name__
             self.warn(
@@ -301,7 +345,7 @@ def _sound(entry: CacheEntry, key: str, device: int, inode: int) -> bool:
     texts += [text for part in entry.parts for text in (part.name, part.digest)]
     return (
         entry.format == FORMAT
-        and entry.version == _version()
+        and entry.version == cache_version()
         and (entry.device, entry.inode) == (device, inode)
         and all(type(count) is int and count >= 0 for count in counts)
         and type(entry.mtime_ns) is int
@@ -342,10 +386,10 @@ def _still_there(manifest: Path, key: str) -> bool:
         status = Path(str(data["path"])).stat()
     except (OSError, ValueError, TypeError, KeyError):
         return False
-    return _key(status.st_dev, status.st_ino) == key
+    return entry_key(status.st_dev, status.st_ino) == key
 
 
-def _key(device: int, inode: int) -> str:
+def entry_key(device: int, inode: int) -> str:
     return f"{device:x}-{inode:x}"
 
 
@@ -371,7 +415,7 @@ def _place(source: Path, target: Path) -> None:
                 temporary.unlink()
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
+def write_atomically(target: Path, data: bytes) -> None:
     temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
         temporary.write_bytes(data)

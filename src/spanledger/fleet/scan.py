@@ -21,7 +21,14 @@ from typing import Any, Literal
 
 from spanledger.attribution.summary import AttributionFigures, ContextFigures
 from spanledger.fleet.lines import Span, read_spans, reading_copy
-from spanledger.fleet.report_cache import Planned, ReportCache, cache_root, too_many_parts
+from spanledger.fleet.report_cache import (
+    CacheEntry,
+    Planned,
+    ReportCache,
+    cache_root,
+    too_many_parts,
+)
+from spanledger.fleet.scan_memo import ScanOptions, prune_results, recall, remember
 from spanledger.ledger.pricing import RULE_BILLING
 
 __all__ = [
@@ -202,31 +209,58 @@ def scan_logs(
     without it everything is read afresh and nothing is written."""
     if not by:
         raise ValueError("by names at least one grouping (provider, model, day, request)")
+    options = ScanOptions(
+        tuple(by), since, until, tuple(windows), recorded_costs=recorded_costs, daily=daily
+    )
+    store = ReportCache(cache_root(), warn or _to_stderr) if cache else None
+    remembered = recall(store, files, options) if store is not None else None
+    if remembered is not None:
+        assert store is not None
+        _prune(store, files)
+        return remembered
     with reading_copy() as workdir:
         connection = connect(memory_limit)
         try:
-            store = ReportCache(cache_root(), warn or _to_stderr) if cache else None
-            parts, lines, problems = _columnar(connection, files, workdir, store)
-            scan = _scan(connection, parts, by, since, until, windows, recorded_costs, daily)
+            read = _columnar(connection, files, workdir, store)
+            scan = _scan(connection, read.parts, by, since, until, windows, recorded_costs, daily)
         finally:
             connection.close()
-        if store is not None:
-            store.prune(files)
-    scan.lines = lines
-    scan.problems = problems
+    scan.lines = read.lines
+    scan.problems = read.problems
+    if store is not None:
+        if read.entries is not None:
+            remember(store, read.entries, options, scan)
+        _prune(store, files)
     return scan
+
+
+def _prune(store: ReportCache, files: Sequence[Path]) -> None:
+    """Drop what the cache holds for files that are gone, and results past its bounds."""
+    store.prune(files)
+    prune_results(store)
 
 
 def _to_stderr(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
+@dataclass
+class _Columnar:
+    """The Parquet parts holding every kept record of the files read, the lines read, the
+    lines skipped by reason, and each file's cache entry as read (``None`` when any file's
+    could not be kept)."""
+
+    parts: list[Path]
+    lines: int
+    problems: dict[str, int]
+    entries: list[CacheEntry] | None
+
+
 def _columnar(
     connection: Any, files: Sequence[Path], workdir: Path, store: ReportCache | None
-) -> tuple[list[Path], int, dict[str, int]]:
-    """The Parquet parts holding the records every line of ``files`` kept (from ``store``
-    where it has them, else judged afresh and written to ``store``), the lines read and the
-    lines skipped by reason."""
+) -> _Columnar:
+    """The records every line of ``files`` kept, as Parquet parts: from ``store`` where it
+    has them, else judged afresh (and written to ``store``)."""
     expected = _described(connection, _typed_nulls())
     if store is not None:
         plans = store.plan(
@@ -234,6 +268,7 @@ def _columnar(
         )
     else:
         plans = [Planned(path) for path in files]
+    kept: dict[int, CacheEntry | None] = {}
     fresh = [plan for plan in plans if plan.start is not None]
     reads = read_spans([Span(plan.path, plan.start or 0, _size(plan)) for plan in fresh], workdir)
     for number, (plan, read) in enumerate(zip(fresh, reads, strict=True)):
@@ -241,7 +276,9 @@ def _columnar(
         target = workdir / f"fresh-{number:06d}.parquet"
         rows = _to_parquet(connection, read.sources, plan.parts if merged else [], target)
         if store is not None:
-            store.save(plan, target, rows, read.lines, read.problems, merged=merged)
+            kept[id(plan)] = store.save(
+                plan, target, rows, read.lines, read.problems, merged=merged
+            )
         plan.parts = [target] if merged else [*plan.parts, target]
         plan.lines += read.lines
         for reason, count in read.problems.items():
@@ -249,13 +286,18 @@ def _columnar(
     if store is not None:
         for plan in plans:
             if plan.start is None:
-                store.save(plan, None, 0, 0, {})
+                kept[id(plan)] = store.save(plan, None, 0, 0, {})
     problems: dict[str, int] = {}
     for plan in plans:
         for reason, count in plan.problems.items():
             problems[reason] = problems.get(reason, 0) + count
-    parts = [part for plan in plans for part in plan.parts]
-    return parts, sum(plan.lines for plan in plans), problems
+    entries = [kept.get(id(plan)) for plan in plans]
+    return _Columnar(
+        [part for plan in plans for part in plan.parts],
+        sum(plan.lines for plan in plans),
+        problems,
+        [entry for entry in entries if entry is not None] if None not in entries else None,
+    )
 
 
 def _size(plan: Planned) -> int | None:
