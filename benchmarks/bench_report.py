@@ -5,7 +5,8 @@ then, in the same run, interleaved, medians over the rounds:
 
 - the baseline: DuckDB's ``read_json`` with a group-by over provider and model, summing tokens;
 - the first report (an empty report cache), the CLI in a child process;
-- the second report over the same unchanged file (served from the cache);
+- the second report over the same unchanged file (answered from the remembered scan);
+- the same with the remembered scan removed (read from the cache's Parquet parts);
 - ``--no-cache`` (everything judged afresh, nothing written);
 - the report after 1 % more lines are appended (only those are judged; the figures must
   include them);
@@ -205,8 +206,9 @@ def main() -> int:
     sizes = [int(arg) for arg in sys.argv[1:]] or [100_000]
     print("spanledger report against DuckDB's bare group-by over the same file, same run")
     print(
-        f"{'events':>10} {'MB':>6} {'bare':>7} {'first':>7} {'second':>7} {'append':>7} "
-        f"{'nocache':>7} {'first/b':>7} {'second/b':>8} {'peak RSS':>9} {'workers':>8}"
+        f"{'events':>10} {'MB':>6} {'bare':>7} {'first':>7} {'second':>7} {'parts':>7} "
+        f"{'append':>7} {'nocache':>7} {'first/b':>7} {'second/b':>8} {'parts/b':>7} "
+        f"{'peak RSS':>9} {'workers':>8}"
     )
     with tempfile.TemporaryDirectory() as folder:
         for size in sizes:
@@ -214,16 +216,18 @@ def main() -> int:
             cache = Path(folder) / "cache"
             generate(path, size)
             rounds = 3 if size < 5_000_000 else 1
-            bare, first, second, fresh = [], [], [], []
+            bare, first, second, parts, fresh = [], [], [], [], []
             for _ in range(rounds):
                 bare.append(bare_group_by(path))
                 shutil.rmtree(cache, ignore_errors=True)
                 first.append(report(path, cache))
                 second.append(report(path, cache))
+                shutil.rmtree(cache / "spanledger" / "report-cache" / "scans")
+                parts.append(report(path, cache))
                 fresh.append(report(path, cache, "--no-cache"))
             expected = _same(fresh[0])
             assert expected["events"] == size, expected["events"]
-            for run in first + second + fresh:
+            for run in first + second + parts + fresh:
                 assert _same(run) == expected, "a report differs from --no-cache"
             added = max(size // 100, 1)
             generate(path, added, first=size)
@@ -232,12 +236,13 @@ def main() -> int:
             assert appended.data["events"] == size + added, appended.data["events"]
             assert _same(appended) == _same(after), "the appended report differs"
             base = statistics.median(bare)
-            every = first + second + fresh + [appended, after]
+            every = first + second + parts + fresh + [appended, after]
             print(
                 f"{size:>10} {path.stat().st_size / 2**20:>6.0f} {base:>6.2f}s "
-                f"{_median(first):>6.2f}s {_median(second):>6.2f}s {appended.seconds:>6.2f}s "
-                f"{_median(fresh):>6.2f}s {_median(first) / base:>6.2f}x "
-                f"{_median(second) / base:>7.2f}x {max(run.peak_mb for run in every):>7.0f}MB "
+                f"{_median(first):>6.2f}s {_median(second):>6.2f}s {_median(parts):>6.2f}s "
+                f"{appended.seconds:>6.2f}s {_median(fresh):>6.2f}s "
+                f"{_median(first) / base:>6.2f}x {_median(second) / base:>7.2f}x "
+                f"{_median(parts) / base:>6.2f}x {max(run.peak_mb for run in every):>7.0f}MB "
                 f"{max(run.workers_mb for run in every):>6.0f}MB"
             )
             os.unlink(path)
