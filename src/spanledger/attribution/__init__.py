@@ -1,32 +1,83 @@
 """Attribution: which retrieved frames a request served, rendered and got cited for, joined to
 what the providers billed for that request; and the request scope that gathers both."""
 
-from spanledger.attribution.bill import RequestReport
-from spanledger.attribution.citations import DEFAULT_CITATION, find_labels, label_map
-from spanledger.attribution.context import Caps, ContextCapture, ModelCall, Passage
-from spanledger.attribution.frames import (
-    FrameId,
-    ProviderUsage,
-    ServedFrame,
-    UsageReport,
-    token_cost,
-)
-from spanledger.attribution.scope import (
-    OpenRequest,
-    RequestScope,
-    carry,
-    current_request,
-    open_request,
-    request,
-)
-from spanledger.attribution.tracker import FrameLike, FrameTracker
-from spanledger.attribution.uses import (
-    AttributionReport,
-    ContextUse,
-    Evidence,
-    Problem,
-    ProblemKind,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spanledger.attribution.bill import RequestReport
+    from spanledger.attribution.citations import DEFAULT_CITATION, find_labels, label_map
+    from spanledger.attribution.context import Caps, ContextCapture, ModelCall, Passage
+    from spanledger.attribution.frames import (
+        FrameId,
+        ProviderUsage,
+        ServedFrame,
+        UsageReport,
+        token_cost,
+    )
+    from spanledger.attribution.scope import (
+        OpenRequest,
+        RequestScope,
+        carry,
+        current_request,
+        open_request,
+        request,
+    )
+    from spanledger.attribution.tracker import FrameLike, FrameTracker
+    from spanledger.attribution.uses import (
+        AttributionReport,
+        ContextUse,
+        Evidence,
+        Problem,
+        ProblemKind,
+    )
+
+_HOMES = {
+    "AttributionReport": "spanledger.attribution.uses",
+    "Caps": "spanledger.attribution.context",
+    "carry": "spanledger.attribution.scope",
+    "ContextCapture": "spanledger.attribution.context",
+    "ContextUse": "spanledger.attribution.uses",
+    "current_request": "spanledger.attribution.scope",
+    "DEFAULT_CITATION": "spanledger.attribution.citations",
+    "Evidence": "spanledger.attribution.uses",
+    "find_labels": "spanledger.attribution.citations",
+    "FrameId": "spanledger.attribution.frames",
+    "FrameLike": "spanledger.attribution.tracker",
+    "FrameTracker": "spanledger.attribution.tracker",
+    "label_map": "spanledger.attribution.citations",
+    "ModelCall": "spanledger.attribution.context",
+    "open_request": "spanledger.attribution.scope",
+    "OpenRequest": "spanledger.attribution.scope",
+    "Passage": "spanledger.attribution.context",
+    "Problem": "spanledger.attribution.uses",
+    "ProblemKind": "spanledger.attribution.uses",
+    "ProviderUsage": "spanledger.attribution.frames",
+    "request": "spanledger.attribution.scope",
+    "RequestReport": "spanledger.attribution.bill",
+    "RequestScope": "spanledger.attribution.scope",
+    "ServedFrame": "spanledger.attribution.frames",
+    "token_cost": "spanledger.attribution.frames",
+    "UsageReport": "spanledger.attribution.frames",
+}
+"""Each public name and the module that defines it: imported on first use, so that a part
+of the package (the report reads ``summary``) can be imported without the rest."""
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'spanledger.attribution' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "DEFAULT_CITATION",
