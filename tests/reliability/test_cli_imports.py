@@ -164,6 +164,23 @@ def test_a_report_that_reads_a_log_imports_the_reader(logs: Path) -> None:
     assert "spanledger.reporting" in modules
 
 
+def test_a_report_answered_from_the_cache_imports_neither_duckdb_nor_capture(
+    logs: Path,
+) -> None:
+    """A second report over an unchanged log is answered from the remembered scan: DuckDB is
+    never started, and the attribution package's capture and matching are never loaded."""
+    (logs / "one.jsonl").write_text("\n", encoding="utf-8")
+
+    first, _ = _run(logs, "report", "one.jsonl", "--json")
+    second, modules = _run(logs, "report", "one.jsonl", "--json")
+
+    assert second.stdout == first.stdout
+    assert "spanledger.fleet.scan" in modules
+    assert _imported(modules, ("duckdb",)) == []
+    unneeded = ("spanledger.attribution.context", "spanledger.attribution.matching")
+    assert _imported(modules, unneeded) == []
+
+
 def _full(sources: list[str], by: str, *, as_json: bool, as_csv: bool) -> tuple[int, str, str]:
     """What the full report (the reader, DuckDB, the ledger) prints and returns."""
     out, err = io.StringIO(), io.StringIO()
