@@ -17,8 +17,13 @@ three reports must print the same JSON as ``--no-cache``.
 Targets (issue 37): first <= 1.5 x the bare group-by; second <= 0.5 x; peak RSS <= 300 MB and
 flat from 1 M to 10 M events.
 
-    python benchmarks/bench_report.py [events ...]     (default: 100000, a quick check)
+    python benchmarks/bench_report.py [events ...] [--baseline SRC]
+                                                  (default: 100000, a quick check)
     python benchmarks/bench_report.py 1000000 10000000
+
+``--baseline SRC`` also runs the reports with another spanledger's source folder (say, an
+earlier commit's ``src`` from ``git archive``) first on ``PYTHONPATH``, in the same rounds, and
+prints its line below (with its own cache folder).
 """
 
 from __future__ import annotations
@@ -186,24 +191,58 @@ class Run:
     data: dict[str, object]
 
 
-def report(path: Path, cache_home: Path, *extra: str) -> Run:
-    """The CLI's wall time, its own peak RSS and its workers' largest (MB), and its JSON."""
+def report(path: Path, cache_home: Path, *extra: str, source: str | None = None) -> Run:
+    """The CLI's wall time, its own peak RSS and its workers' largest (MB), and its JSON;
+    ``source``: a spanledger source folder to run instead of the installed one."""
     command = [sys.executable, "-c", _CHILD, "report", str(path), "--prices", str(PRICES)]
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
     started = time.perf_counter()
     done = subprocess.run(
         [*command, "--json", *extra],
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "XDG_CACHE_HOME": str(cache_home)},
+        env=env,
     )
     elapsed = time.perf_counter() - started
     peak, workers = done.stderr.strip().splitlines()[-1].split()[1:]
     return Run(elapsed, int(peak) / 1024, int(workers) / 1024, json.loads(done.stdout))
 
 
+@dataclass
+class Timings:
+    """One spanledger's reports over a log, round by round."""
+
+    first: list[Run]
+    second: list[Run]
+    parts: list[Run]
+    fresh: list[Run]
+
+    def every(self) -> list[Run]:
+        return self.first + self.second + self.parts + self.fresh
+
+
+def measure(path: Path, cache: Path, timings: Timings, source: str | None) -> None:
+    """One round: the first report, the second, the second read from the parts, and
+    ``--no-cache``, from an empty cache."""
+    shutil.rmtree(cache, ignore_errors=True)
+    timings.first.append(report(path, cache, source=source))
+    timings.second.append(report(path, cache, source=source))
+    shutil.rmtree(cache / "spanledger" / "report-cache" / "scans", ignore_errors=True)
+    timings.parts.append(report(path, cache, source=source))
+    timings.fresh.append(report(path, cache, "--no-cache", source=source))
+
+
 def main() -> int:
-    sizes = [int(arg) for arg in sys.argv[1:]] or [100_000]
+    arguments = sys.argv[1:]
+    baseline: str | None = None
+    if "--baseline" in arguments:
+        at = arguments.index("--baseline")
+        baseline = arguments[at + 1]
+        del arguments[at : at + 2]
+    sizes = [int(arg) for arg in arguments] or [100_000]
     print("spanledger report against DuckDB's bare group-by over the same file, same run")
     print(
         f"{'events':>10} {'MB':>6} {'bare':>7} {'first':>7} {'second':>7} {'parts':>7} "
@@ -216,18 +255,17 @@ def main() -> int:
             cache = Path(folder) / "cache"
             generate(path, size)
             rounds = 3 if size < 5_000_000 else 1
-            bare, first, second, parts, fresh = [], [], [], [], []
+            bare: list[float] = []
+            now = Timings([], [], [], [])
+            before = Timings([], [], [], [])
             for _ in range(rounds):
                 bare.append(bare_group_by(path))
-                shutil.rmtree(cache, ignore_errors=True)
-                first.append(report(path, cache))
-                second.append(report(path, cache))
-                shutil.rmtree(cache / "spanledger" / "report-cache" / "scans")
-                parts.append(report(path, cache))
-                fresh.append(report(path, cache, "--no-cache"))
-            expected = _same(fresh[0])
+                measure(path, cache, now, None)
+                if baseline is not None:
+                    measure(path, Path(folder) / "baseline-cache", before, baseline)
+            expected = _same(now.fresh[0])
             assert expected["events"] == size, expected["events"]
-            for run in first + second + parts + fresh:
+            for run in now.every() + before.every():
                 assert _same(run) == expected, "a report differs from --no-cache"
             added = max(size // 100, 1)
             generate(path, added, first=size)
@@ -236,18 +274,28 @@ def main() -> int:
             assert appended.data["events"] == size + added, appended.data["events"]
             assert _same(appended) == _same(after), "the appended report differs"
             base = statistics.median(bare)
-            every = first + second + parts + fresh + [appended, after]
-            print(
-                f"{size:>10} {path.stat().st_size / 2**20:>6.0f} {base:>6.2f}s "
-                f"{_median(first):>6.2f}s {_median(second):>6.2f}s {_median(parts):>6.2f}s "
-                f"{appended.seconds:>6.2f}s {_median(fresh):>6.2f}s "
-                f"{_median(first) / base:>6.2f}x {_median(second) / base:>7.2f}x "
-                f"{_median(parts) / base:>6.2f}x {max(run.peak_mb for run in every):>7.0f}MB "
-                f"{max(run.workers_mb for run in every):>6.0f}MB"
-            )
+            print(_line(f"{size:>10}", path, base, now, [appended, after]))
+            if baseline is not None:
+                grown = report(path, Path(folder) / "baseline-cache", source=baseline)
+                assert _same(grown) == _same(after), "the baseline's appended report differs"
+                print(_line(f"{'baseline':>10}", path, base, before, [grown]))
             os.unlink(path)
     print("targets: first <= 1.5x, second <= 0.5x the bare group-by; peak RSS <= 300 MB, flat")
     return 0
+
+
+def _line(label: str, path: Path, base: float, timings: Timings, appended: list[Run]) -> str:
+    """One printed row: the timings' medians, their ratios to ``base``, and peak RSS."""
+    every = timings.every() + appended
+    return (
+        f"{label} {path.stat().st_size / 2**20:>6.0f} {base:>6.2f}s "
+        f"{_median(timings.first):>6.2f}s {_median(timings.second):>6.2f}s "
+        f"{_median(timings.parts):>6.2f}s {appended[0].seconds:>6.2f}s "
+        f"{_median(timings.fresh):>6.2f}s {_median(timings.first) / base:>6.2f}x "
+        f"{_median(timings.second) / base:>7.2f}x {_median(timings.parts) / base:>6.2f}x "
+        f"{max(run.peak_mb for run in every):>7.0f}MB "
+        f"{max(run.workers_mb for run in every):>6.0f}MB"
+    )
 
 
 def _same(run: Run) -> dict[str, object]:
