@@ -8,7 +8,7 @@ that is not installed, or that records no span of a call (OpenLLMetry's cohere i
 cohere 7.x), is skipped with the reason printed::
 
     python benchmarks/bench_peers.py [rounds] [calls] [--passes N] [--clock cpu|wall]
-                                     [--baseline SRC]
+                                     [--baseline SRC] [--only WORDS]
 
 Each library runs in a child interpreter of its own, so that no library's patches or caches
 reach another's figures. A child builds the same OTel SDK pipeline (a batch span processor into
@@ -24,7 +24,9 @@ calls. A peer is switched by swapping the methods its ``instrument()`` replaced
 the bare one. The spanledger child also times the hand span: the bare call inside a current span
 with twelve attributes set by hand, the floor of what a span costs here. ``--baseline SRC`` runs
 spanledger once more from another source tree (a copy of ``src`` before a change), for before
-and after in one run.
+and after in one run. ``--only voyage,openai embeddings`` times only the calls whose SDK is one
+of the comma-separated words or whose name starts with one (here every Voyage call and the sync
+OpenAI ones), and runs only the peers that trace one of them.
 """
 
 from __future__ import annotations
@@ -73,11 +75,19 @@ def timed(
     return elapsed / calls
 
 
-def child(library: str, rounds: int, calls: int) -> dict[str, Any]:
-    """Time every call this library records, bare and with the library on, interleaved."""
+def chosen(case_sdk: str, case_name: str, only: list[str]) -> bool:
+    """Whether ``--only`` keeps the call (every call when it names nothing)."""
+    return not only or any(case_sdk == word or case_name.startswith(word) for word in only)
+
+
+def child(library: str, rounds: int, calls: int, only: list[str] | None = None) -> dict[str, Any]:
+    """Time every call this library records (those ``only`` keeps), bare and with the library
+    on, interleaved."""
     import bench_instrument as bench
     import peer_calls
 
+    words = only or []
+    cases = [case for case in peer_calls.cases() if chosen(case.sdk, case.name, words)]
     peer_calls.answer_voyage_in_process()
     rig = bench.otel_rig()
     tracer_provider, meter_provider = rig.recorder.sinks[0]._providers  # type: ignore[union-attr]
@@ -103,7 +113,7 @@ def child(library: str, rounds: int, calls: int) -> dict[str, Any]:
         def ours_on() -> AbstractContextManager[Any]:
             return spanledger.use(rig.recorder)
 
-        for case in peer_calls.cases():
+        for case in cases:
             bare = case.call(case.make(), case.texts)
             ours = case.call(spanledger.instrument(case.make()), case.texts)
             with ours_on():
@@ -120,7 +130,7 @@ def child(library: str, rounds: int, calls: int) -> dict[str, Any]:
                 variants[case.name]["hand"] = partial(timed, hand, calls, finish)
     else:
         specs = peer_calls.PEERS[library]
-        made_calls = {case.name: case.call(case.make(), case.texts) for case in peer_calls.cases()}
+        made_calls = {case.name: case.call(case.make(), case.texts) for case in cases}
         for call in made_calls.values():
             call()  # the SDK's lazily imported modules, before the switch notes its methods
         switch = peer_calls.PeerSwitch()
@@ -135,7 +145,7 @@ def child(library: str, rounds: int, calls: int) -> dict[str, Any]:
                 continue
             switched.add(sdk)
         switch.after()
-        for case in peer_calls.cases():
+        for case in cases:
             if case.sdk not in specs:
                 continue
             if case.sdk not in switched:
@@ -174,16 +184,21 @@ def child(library: str, rounds: int, calls: int) -> dict[str, Any]:
 
 
 def run_child(
-    library: str, rounds: int, calls: int, clock_name: str, source: str | None = None
+    library: str,
+    rounds: int,
+    calls: int,
+    clock_name: str,
+    source: str | None = None,
+    only: str = "",
 ) -> dict[str, Any]:
     """One library's figures from a fresh interpreter (``source``: a spanledger tree to import
-    instead of the installed one)."""
+    instead of the installed one; ``only``: the ``--only`` words)."""
     env = dict(os.environ)
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
     script = str(Path(__file__).resolve())
     done = subprocess.run(
-        [sys.executable, script, "--child", library, str(rounds), str(calls), clock_name],
+        [sys.executable, script, "--child", library, str(rounds), str(calls), clock_name, only],
         capture_output=True,
         text=True,
         env=env,
@@ -201,14 +216,20 @@ def added(samples: dict[str, list[float]], variant: str = "on") -> float:
     return statistics.median(a - b for a, b in zip(samples[variant], samples["bare"], strict=True))
 
 
+def only_words(text: str) -> list[str]:
+    """The comma-separated words of ``--only`` (none: every call)."""
+    return [word.strip() for word in text.split(",") if word.strip()]
+
+
 def main(arguments: list[str]) -> int:
     global clock
     if arguments[:1] == ["--child"]:
         library, rounds, calls = arguments[1], int(arguments[2]), int(arguments[3])
         clock = CLOCKS[arguments[4]]
-        print(json.dumps(child(library, rounds, calls)))
+        only = only_words(arguments[5]) if len(arguments) > 5 else []
+        print(json.dumps(child(library, rounds, calls, only)))
         return 0
-    options = {"--baseline": "", "--passes": "1", "--clock": "cpu"}
+    options = {"--baseline": "", "--passes": "1", "--clock": "cpu", "--only": ""}
     for option in options:
         if option in arguments:
             at = arguments.index(option)
@@ -219,7 +240,13 @@ def main(arguments: list[str]) -> int:
     passes, clock_name = int(options["--passes"]), options["--clock"]
     import peer_calls
 
-    libraries = [OURS, *peer_calls.PEERS]
+    words = only_words(options["--only"])
+    kept = [case for case in peer_calls.cases() if chosen(case.sdk, case.name, words)]
+    if not kept:
+        print(f"--only {options['--only']!r} keeps no call")
+        return 2
+    sdks = {case.sdk for case in kept}
+    libraries = [OURS, *(peer for peer, specs in peer_calls.PEERS.items() if sdks & set(specs))]
     sources: dict[str, str | None] = dict.fromkeys(libraries)
     if options["--baseline"]:
         libraries.insert(1, BASELINE)
@@ -227,7 +254,7 @@ def main(arguments: list[str]) -> int:
     results: dict[str, dict[str, Any]] = {}
     for _ in range(passes):  # the children in turn, pass after pass: drift is shared
         for library in libraries:
-            got = run_child(library, rounds, calls, clock_name, sources[library])
+            got = run_child(library, rounds, calls, clock_name, sources[library], options["--only"])
             pooled = results.setdefault(library, {"samples": {}, "skipped": {}})
             pooled["skipped"].update(got["skipped"])
             for name, variants in got["samples"].items():

@@ -39,7 +39,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
-from opentelemetry.metrics import CallbackOptions, Counter, Observation
+from opentelemetry.metrics import CallbackOptions, Counter, Histogram, Observation
 from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, SpanContext
 
 from spanledger import _forksafe
@@ -196,6 +196,17 @@ def _figures(event: Event, span: SpanContext | None) -> _Figures:
     )
 
 
+_Plan = tuple[
+    str,  # provider label
+    str,  # model label
+    Histogram,  # duration
+    dict[str, Any],  # its attributes (with the error, on failures)
+    Histogram,  # tokens
+    dict[str, Any],  # its attributes (with the token type)
+    dict[str, Any],  # the counters' attributes
+]
+
+
 class GenAIMetrics:
     """The exporter's instruments, and the queue of calls not yet recorded into them."""
 
@@ -297,6 +308,8 @@ class GenAIMetrics:
         )
         self._attribute_cache: dict[tuple[bool, str, str, str | None, bool], dict[str, Any]] = {}
         self._keyed_attributes: dict[tuple[str, ...], dict[str, Any]] = {}
+        self._plans: dict[tuple[bool, str, str, str | None], _Plan] = {}
+        """Each recorded (operation, provider, model, error)'s plan, within the label bound."""
         self._sums: dict[tuple[int, int], _Sum] = {}
         """Counter figures of the drain in progress, by counter and label set."""
         self._label_sets: set[tuple[bool, str, str]] = set()
@@ -401,22 +414,41 @@ class GenAIMetrics:
         self.drain()
         return ()
 
-    def _labels(self, embedding: bool, provider: str, model: str) -> tuple[str, str]:
-        """The provider and model labels to record under: as given while the label sets stay
-        within bound, else the overflow label (counted)."""
+    def _plan(self, embedding: bool, provider: str, model: str, error: str | None) -> _Plan:
+        """How a call of this operation, provider, model and error is recorded: its labels, its
+        histograms and their attribute dicts. The provider and model labels are as given while
+        the label sets stay within bound, else the overflow label (counted on every such call,
+        so an overflowed call's plan is never kept)."""
+        key = (embedding, provider, model, error)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
         provider, model = encodable(provider), encodable(model)
-        if (embedding, provider, model) in self._label_sets:
-            return provider, model
-        if len(self._label_sets) < self.label_sets:
+        kept = (embedding, provider, model) in self._label_sets
+        if not kept and len(self._label_sets) < self.label_sets:
             self._label_sets.add((embedding, provider, model))
-            return provider, model
-        self.overflows += 1
-        self.label_overflow.add(1)
-        if provider not in self._overflow_providers:
-            if len(self._overflow_providers) >= _OVERFLOW_PROVIDERS:
-                return OVERFLOW_LABEL, OVERFLOW_LABEL
-            self._overflow_providers.add(provider)
-        return provider, OVERFLOW_LABEL
+            kept = True
+        if not kept:
+            self.overflows += 1
+            self.label_overflow.add(1)
+            if provider not in self._overflow_providers:
+                if len(self._overflow_providers) >= _OVERFLOW_PROVIDERS:
+                    provider = OVERFLOW_LABEL
+                else:
+                    self._overflow_providers.add(provider)
+            model = OVERFLOW_LABEL
+        plan = (
+            provider,
+            model,
+            self.embedding_duration if embedding else self.duration,
+            self._attributes(embedding, provider, model, error, False),
+            self.embedding_tokens if embedding else self.tokens,
+            self._attributes(embedding, provider, model, None, True),
+            self._attributes(embedding, provider, model, None, False),
+        )
+        if kept and len(self._plans) < _ATTRIBUTE_SETS_KEPT:
+            self._plans[key] = plan
+        return plan
 
     def _attributes(
         self, embedding: bool, provider: str, model: str, error: str | None, tokens: bool
@@ -474,41 +506,25 @@ class GenAIMetrics:
         """One call: its histograms now (each value counts), its counter figures summed into
         the drain's ``_sums`` (added once per label set when the drain ends)."""
         context = _exemplar_context(span)
-        provider, model = self._labels(embedding, provider, model)
+        provider, model, duration, timed, tokens, counted, plain = self._plan(
+            embedding, provider, model, error
+        )
         if self._measured(latency_ms):
-            duration = self.embedding_duration if embedding else self.duration
-            duration.record(
-                latency_ms / 1000.0,
-                self._attributes(embedding, provider, model, error, False),
-                context,
-            )
+            duration.record(latency_ms / 1000.0, timed, context)
         if input_tokens is not None and self._measured(input_tokens):
-            tokens = self.embedding_tokens if embedding else self.tokens
-            tokens.record(
-                input_tokens, self._attributes(embedding, provider, model, None, True), context
-            )
+            tokens.record(input_tokens, counted, context)
         if (
             search_units is not None
             and self._measured(search_units)
             and self._counter_total_fits(("units", embedding, provider, model), search_units)
         ):
-            self._sum(
-                self.search_units,
-                search_units,
-                self._attributes(embedding, provider, model, None, False),
-                context,
-            )
+            self._sum(self.search_units, search_units, plain, context)
         if (
             characters is not None
             and self._measured(characters)
             and self._counter_total_fits(("characters", embedding, provider, model), characters)
         ):
-            self._sum(
-                self.billable_characters,
-                characters,
-                self._attributes(embedding, provider, model, None, False),
-                context,
-            )
+            self._sum(self.billable_characters, characters, plain, context)
         if cost is not None:
             self._record_cost(provider, model, cost, context)
         for figure in malformed:
@@ -601,7 +617,12 @@ def _exemplar_context(span: SpanContext | None) -> Context:
     there is no span to point at)."""
     if span is None or not span.is_valid:
         return _NO_EXEMPLAR
-    return trace.set_span_in_context(NonRecordingSpan(span))
+    return trace.set_span_in_context(NonRecordingSpan(span), _EMPTY)
+
+
+_EMPTY = Context()
+"""The context an exemplar's span is set in: the collecting thread's current one has nothing
+the exemplar needs, and copying it would cost a copy per call."""
 
 
 def _cost_labels(key: tuple[str, ...]) -> dict[str, Any]:

@@ -513,13 +513,15 @@ class OtelExporter:
             opening = _opening(*key)
             if len(self._openings) < _OPENINGS_KEPT:
                 self._openings[key] = opening
+        parent = otel_context.get_current()  # read once: the span's parent and the new context's
         span = self._tracer.start_span(
             opening[0],
-            kind=SpanKind.CLIENT,
-            attributes=_identity(started, opening),
+            parent,
+            SpanKind.CLIENT,
+            _identity(started, opening),
             start_time=_ns(started.started_at),
         )
-        token = otel_context.attach(trace.set_span_in_context(span))
+        token = otel_context.attach(trace.set_span_in_context(span, parent))
         self._live[started.call_id] = (span, token)  # one dict operation: atomic
 
     def emit(self, event: Event) -> None:
