@@ -35,6 +35,7 @@ from spanledger.fleet.scan import (
     record_class,
     skipped,
     source,
+    within_memory,
 )
 
 __all__ = ["Exported", "export_parquet"]
@@ -171,7 +172,7 @@ def export_parquet(
         raise ConfigurationError(f"--parquet {str(target)!r}: export into a new or empty directory")
     target.mkdir(parents=True, exist_ok=True)
     keep = in_range(since, until)
-    with reading_copy() as workdir:
+    with reading_copy() as workdir, within_memory(memory_limit):
         progress_step("judging lines")
         read = read_logs(files, workdir)
         connection = connect(memory_limit)

@@ -9,10 +9,12 @@ the number of calls. Lines are never quoted back: they may hold payload.
 
 from __future__ import annotations
 
+import errno
 import glob
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -44,6 +46,8 @@ __all__ = [
     "scan_logs",
     "skipped",
     "source",
+    "spill_directory",
+    "within_memory",
 ]
 
 Grouping = Literal["provider", "model", "day", "request"]
@@ -158,16 +162,21 @@ class Scan:
     """Lines that repeated a call already counted (same ``call_id``), each counted once."""
 
 
+def spill_directory() -> str:
+    """Where DuckDB spills what does not fit in its memory limit."""
+    return tempfile.gettempdir() + "/spanledger-duckdb"
+
+
 def connect(memory_limit: str) -> Any:
-    """A DuckDB connection of its own (in memory, UTC, spilling to a temporary directory
-    past ``memory_limit``); DuckDB is imported here, never by ``import spanledger``."""
+    """A DuckDB connection of its own (in memory, UTC, spilling to ``spill_directory()`` past
+    ``memory_limit``); DuckDB is imported here, never by ``import spanledger``."""
     import duckdb
 
     connection = duckdb.connect(
         config={
             "memory_limit": memory_limit,
             "preserve_insertion_order": False,  # groups need no order: less held in memory
-            "temp_directory": tempfile.gettempdir() + "/spanledger-duckdb",  # spills, if any
+            "temp_directory": spill_directory(),
         }
     )
     connection.execute("SET TimeZone = 'UTC'")
@@ -218,7 +227,7 @@ def scan_logs(
         assert store is not None
         _prune(store, files)
         return remembered
-    with reading_copy() as workdir:
+    with reading_copy() as workdir, within_memory(memory_limit):
         connection = connect(memory_limit)
         try:
             read = _columnar(connection, files, workdir, store)
@@ -232,6 +241,25 @@ def scan_logs(
             remember(store, read.entries, options, scan)
         _prune(store, files)
     return scan
+
+
+@contextmanager
+def within_memory(memory_limit: str) -> Iterator[None]:
+    """DuckDB running out of ``memory_limit`` with nowhere to spill the rest (its spill
+    directory full or unwritable) raised as an ``OSError`` naming that directory and the
+    limit, as a full disk is, rather than as an unexpected error."""
+    import duckdb
+
+    try:
+        yield
+    except duckdb.OutOfMemoryException:
+        raise OSError(
+            errno.ENOMEM,
+            f"DuckDB ran out of its {memory_limit} of working memory, spilling what did not fit "
+            "to disk here: if this disk is full, free space on it or point TMPDIR at one that "
+            "has some",
+            spill_directory(),
+        ) from None
 
 
 def _prune(store: ReportCache, files: Sequence[Path]) -> None:
