@@ -282,7 +282,7 @@ def test_a_full_disk_is_one_warning_and_the_same_report(
 
 def test_the_scan_round_trips_through_its_json_form() -> None:
     scan = Scan([], 0, 0, {}, _attribution(), 0)
-    assert scan_memo._adapter().validate_json(scan_memo._adapter().dump_json(scan)) == scan
+    assert scan_memo._adapter(Scan).validate_json(scan_memo._adapter(Scan).dump_json(scan)) == scan
 
 
 def _attribution() -> Any:

@@ -222,7 +222,7 @@ def scan_logs(
         tuple(by), since, until, tuple(windows), recorded_costs=recorded_costs, daily=daily
     )
     store = ReportCache(cache_root(), warn or _to_stderr) if cache else None
-    remembered = recall(store, files, options) if store is not None else None
+    remembered = recall(store, files, options, Scan) if store is not None else None
     if remembered is not None:
         assert store is not None
         _prune(store, files)

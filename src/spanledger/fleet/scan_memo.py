@@ -20,16 +20,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from spanledger.fleet.report_cache import CacheEntry, ReportCache, entry_key, write_atomically
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
-
-    from spanledger.fleet.scan import Scan
 
 __all__ = ["KEPT", "KEPT_BYTES", "LARGEST", "ScanOptions", "prune_results", "recall", "remember"]
 
@@ -43,6 +40,7 @@ LARGEST = 16 << 20
 """A result larger than this (a report by request over many requests) is not remembered:
 reading it back would save little over the scan, and it would crowd out the others."""
 _FOLDER = "scans"
+Result = TypeVar("Result")
 
 
 @dataclass(frozen=True)
@@ -68,9 +66,12 @@ class ScanOptions:
         }
 
 
-def recall(store: ReportCache, files: Sequence[Path], options: ScanOptions) -> Scan | None:
-    """The result remembered for ``files`` as they are now and ``options``; ``None`` when
-    any file changed since it was cached, or no sound result is kept for them."""
+def recall(
+    store: ReportCache, files: Sequence[Path], options: ScanOptions, kind: type[Result]
+) -> Result | None:
+    """The result (a ``kind``: the scan's dataclass) remembered for ``files`` as they are now
+    and ``options``; ``None`` when any file changed since it was cached, or no sound result
+    is kept for them."""
     entries: list[CacheEntry] = []
     for path in files:
         entry = store.unchanged(path)
@@ -83,7 +84,7 @@ def recall(store: ReportCache, files: Sequence[Path], options: ScanOptions) -> S
         stored = where.read_bytes()
     except OSError:
         return None
-    scan = _sound(stored, key, store.version)
+    scan = _sound(stored, key, store.version, kind)
     if scan is not None:
         with contextlib.suppress(OSError):  # a read-only cache still answers
             os.utime(where)
@@ -91,14 +92,14 @@ def recall(store: ReportCache, files: Sequence[Path], options: ScanOptions) -> S
 
 
 def remember(
-    store: ReportCache, entries: Sequence[CacheEntry], options: ScanOptions, scan: Scan
+    store: ReportCache, entries: Sequence[CacheEntry], options: ScanOptions, scan: object
 ) -> None:
     """Keep ``scan`` as the result for the files ``entries`` describe (as the scan read them)
     and ``options``; a cache that cannot be written is said once by ``store``."""
     if not store.writable:
         return
     key = _key(entries, options)
-    payload = _adapter().dump_json(scan)
+    payload = _adapter(type(scan)).dump_json(scan)
     if len(payload) > LARGEST:
         return
     header = {
@@ -116,7 +117,7 @@ def remember(
         store.unwritable(error)
 
 
-def _sound(stored: bytes, key: str, version: str) -> Scan | None:
+def _sound(stored: bytes, key: str, version: str, kind: type[Result]) -> Result | None:
     """The result ``stored`` holds (a header line, then the scan as JSON), if it is one this
     version wrote under ``key``, intact and of its types."""
     from pydantic import ValidationError
@@ -133,7 +134,7 @@ def _sound(stored: bytes, key: str, version: str) -> Scan | None:
     if header.get("digest") != hashlib.sha256(payload).hexdigest():
         return None
     try:
-        return _adapter().validate_json(payload, strict=True)
+        return _adapter(kind).validate_json(payload, strict=True)
     except ValidationError:
         return None
 
@@ -194,11 +195,15 @@ def _instant(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
-@cache
-def _adapter() -> TypeAdapter[Scan]:
-    """The scan's JSON form, typed both ways (built once, when first needed)."""
-    from pydantic import TypeAdapter
+_adapters: dict[type, Any] = {}
+"""Each result type's adapter, built when first needed."""
 
-    from spanledger.fleet.scan import Scan
 
-    return TypeAdapter(Scan)
+def _adapter(kind: type[Result]) -> TypeAdapter[Result]:
+    """``kind``'s JSON form, typed both ways."""
+    adapter = _adapters.get(kind)
+    if adapter is None:
+        from pydantic import TypeAdapter
+
+        adapter = _adapters[kind] = TypeAdapter(kind)
+    return cast("TypeAdapter[Result]", adapter)
