@@ -24,9 +24,9 @@ Where each concern lives, top to bottom (a module imports only from rooms below 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from spanledger._moved import give_on_first_use
 from spanledger._version import __version__
 
 if TYPE_CHECKING:
@@ -93,19 +93,7 @@ _HOMES = {
 }
 """Each public name and the module that defines it (a submodule names itself)."""
 
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'spanledger' has no attribute {name!r}")
-    module = importlib.import_module(home)
-    value = module if home == f"spanledger.{name}" else getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+give_on_first_use(globals(), _HOMES)
 
 
 __all__ = [

@@ -1,20 +1,24 @@
-"""The old address of a module that moved: it gives every public name of its new home, found
-there on first use, so users' imports keep working and the old address adds no import arrow to
-the layers.
+"""Names a module gives but imports only on first use.
 
-A module left behind is its docstring and one call, and a ``.pyi`` stub beside it that star-
-imports the new home for type checkers::
+The old address of a module that moved gives every public name of its new home, found there on
+first use, so users' imports keep working and the old address adds no import arrow to the
+layers. A module left behind is its docstring and one call, and a ``.pyi`` stub beside it that
+star-imports the new home for type checkers::
 
     forward(globals(), "spanledger.chains")
+
+A package gives its public names from the modules that define them the same way
+(``give_on_first_use``), so importing it, or one part of it, imports no other part.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-__all__ = ["forward"]
+__all__ = ["forward", "give_on_first_use"]
 
 
 def forward(namespace: dict[str, Any], home: str) -> None:
@@ -44,3 +48,25 @@ def forward(namespace: dict[str, Any], home: str) -> None:
     namespace["__getattr__"] = __getattr__
     namespace["__dir__"] = __dir__
     namespace["__moved_to__"] = home
+
+
+def give_on_first_use(namespace: dict[str, Any], homes: Mapping[str, str]) -> None:
+    """Make the package whose globals are ``namespace`` give each name of ``homes`` (name: the
+    module that defines it; a submodule names itself), importing that module when the name is
+    first asked for. ``dir()`` lists the package's ``__all__``."""
+    package = namespace["__name__"]
+
+    def __getattr__(name: str) -> object:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = importlib.import_module(home)
+        value = module if home == f"{package}.{name}" else getattr(module, name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(namespace["__all__"])
+
+    namespace["__getattr__"] = __getattr__
+    namespace["__dir__"] = __dir__

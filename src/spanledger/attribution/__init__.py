@@ -3,8 +3,9 @@ what the providers billed for that request; and the request scope that gathers b
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from spanledger._moved import give_on_first_use
 
 if TYPE_CHECKING:
     from spanledger.attribution.bill import RequestReport
@@ -65,18 +66,7 @@ _HOMES = {
 """Each public name and the module that defines it: imported on first use, so that a part
 of the package (the report reads ``summary``) can be imported without the rest."""
 
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'spanledger.attribution' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+give_on_first_use(globals(), _HOMES)
 
 
 __all__ = [
