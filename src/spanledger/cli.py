@@ -17,9 +17,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from spanledger._version import __version__
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 __all__ = ["main"]
 
@@ -193,6 +196,9 @@ def _run(args: argparse.Namespace) -> int:
         nothing = _report_of_nothing(args, by)
         if nothing is not None:
             return nothing
+        remembered = _report_remembered(args, by, since, until)
+        if remembered is not None:
+            return remembered
         from spanledger.reporting import run_report
 
         return run_report(
@@ -254,6 +260,32 @@ def _report_of_nothing(args: argparse.Namespace, by: Sequence[str]) -> int | Non
         by,
         as_json=args.json,
         as_csv=args.csv,
+        skip_unreadable=args.skip_unreadable,
+        out=sys.stdout,
+        err=sys.stderr,
+    )
+
+
+def _report_remembered(
+    args: argparse.Namespace,
+    by: Sequence[str],
+    since: datetime | None,
+    until: datetime | None,
+) -> int | None:
+    """``spanledger report`` answered with what the same report printed over the same
+    unchanged logs, without importing the reader; ``None`` when it must run (a page, no
+    cache, a log changed or skipped, nothing kept)."""
+    if args.html is not None or args.no_cache:
+        return None
+    from spanledger.fleet.remembered import answer_remembered
+
+    return answer_remembered(
+        args.events,
+        args.prices,
+        by,
+        since,
+        until,
+        form="json" if args.json else "csv" if args.csv else "text",
         skip_unreadable=args.skip_unreadable,
         out=sys.stdout,
         err=sys.stderr,

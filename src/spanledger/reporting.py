@@ -6,6 +6,7 @@ A file that cannot be used raises (``PriceTableError``, ``OSError``) for the cal
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -13,7 +14,9 @@ from pathlib import Path
 from typing import TextIO
 
 from spanledger.fleet.progress import reading_progress
+from spanledger.fleet.remembered import Form, question
 from spanledger.fleet.scan import Grouping
+from spanledger.fleet.scan_memo import Answer, remember_answer
 from spanledger.fleet.sources import describe_unreadable, log_files
 from spanledger.ledger.prices import PriceTable, PriceTableError
 from spanledger.ledger.pricing import Ledger
@@ -42,21 +45,24 @@ def run_report(
     ``ConfigurationError`` for a source that names nothing (or ``html`` without its extra),
     ``OSError`` for a log that cannot be read, unless ``skip_unreadable``: then what cannot be
     read is skipped and named in one line on ``err``. ``cache``: use and keep the report cache
-    (a cache that cannot be written is one line on ``err``)."""
+    (a cache that cannot be written is one line on ``err``), and remember what was printed
+    for the next report asking the same over the same unchanged logs."""
     from spanledger.fleet.report import price_scan
-    from spanledger.fleet.scan import scan_logs
+    from spanledger.fleet.scan import scan_files
 
     if html is not None:
         from spanledger.fleet.html_charts import require_charting
 
         require_charting()
+    form: Form = "json" if as_json else "csv" if as_csv else "text"
+    asked = question(by, since, until, form, prices) if cache and html is None else None
     named = [sources] if isinstance(sources, str | Path) else list(sources)
     ledger = Ledger(PriceTable.load(prices), warn=False) if prices is not None else None
     found = log_files(named, skip_unreadable=skip_unreadable)
     files = found.files
     windows = ledger.prices.boundaries() if ledger is not None else ()
     with reading_progress(files, err):
-        scan = scan_logs(
+        read = scan_files(
             files,
             by=by,
             since=since,
@@ -67,28 +73,41 @@ def run_report(
             cache=cache,
             warn=lambda message: (err if err is not None else out).write(message + "\n"),
         )
+    scan = read.scan
     report = price_scan(scan, by, ledger)
     report.unreadable = tuple(str(path) for path in found.unreadable)
     if html is not None:
         from spanledger.fleet.html_page import write_page
 
         size = write_page(report, html, since=since, until=until)
-        out.write(f"wrote {html} ({size / 1024:,.0f} KB, {report.calls} calls)\n")
+        printed = f"wrote {html} ({size / 1024:,.0f} KB, {report.calls} calls)\n"
     elif as_json:
-        out.write(json.dumps(report.to_json(), indent=2) + "\n")
+        printed = json.dumps(report.to_json(), indent=2) + "\n"
     elif as_csv:
-        out.write(report.to_csv())
+        printed = report.to_csv()
     else:
-        out.write(report.render() + "\n")
-    warnings = err if err is not None else out
+        printed = report.render() + "\n"
+    warnings = io.StringIO()
     _unreadable(found.unreadable, warnings)
     _skipped(report.problems, warnings)
     if as_json or as_csv or html is not None:  # the table says it itself
         _counted_once(report.duplicates, warnings)
+    status = 0
     if scan.events == 0 and scan.attribution.requests == 0:
         warnings.write(f"no readable event in {len(files)} file{'s' if len(files) != 1 else ''}\n")
-        return 1
-    return 0
+        status = 1
+    out.write(printed)
+    (err if err is not None else out).write(warnings.getvalue())
+    if (
+        asked is not None
+        and not found.unreadable
+        and read.store is not None
+        and read.entries is not None
+        and asked == question(by, since, until, form, prices)
+    ):
+        answer = Answer(printed, warnings.getvalue(), status)
+        remember_answer(read.store, read.entries, asked, answer)
+    return status
 
 
 def run_export(

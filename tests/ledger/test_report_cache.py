@@ -247,9 +247,12 @@ def test_entries_of_files_that_are_gone_are_pruned(tmp_path: Path, cache_dir: Pa
     [entry] = entries(cache_dir)
     assert entry["path"] == str(kept)
     left = {path.name for path in cache_dir.iterdir()}
-    assert left == {next(cache_dir.glob("*.json")).name, entry["parts"][0]["name"], "scans"}
+    kept_entry = next(cache_dir.glob("*.json")).name
+    assert left == {kept_entry, entry["parts"][0]["name"], "scans", "answers"}
     assert len(parts) == 2
-    assert len(list((cache_dir / "scans").iterdir())) == 1  # the pair's result went with it
+    # the pair's scan and answer went with it
+    assert len(list((cache_dir / "scans").iterdir())) == 1
+    assert len(list((cache_dir / "answers").iterdir())) == 1
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from spanledger.eventlog import TRUNCATED, decode_line, decode_written, event_line
+from spanledger.fleet.report_cache import working_directory
 
 __all__ = [
     "TRUNCATED",
@@ -32,7 +33,6 @@ __all__ = [
     "read_logs",
     "read_spans",
     "reading_copy",
-    "working_directory",
 ]
 
 _RANGE_BYTES = 32 << 20
@@ -45,13 +45,6 @@ _MOMENT = re.compile(
     rb'(?:\.[0-9]{1,6})?(?:Z|[+-][0-9]{2}:[0-9]{2})"'
 )
 """A record's time as the writer writes it, which DuckDB reads as the models do."""
-
-
-def working_directory() -> Path:
-    """Where the fleet commands keep their working files: ``$XDG_CACHE_HOME/spanledger`` (else
-    ``~/.cache/spanledger``), on disk rather than in a ``/tmp`` that may live in memory."""
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "spanledger"
 
 
 @contextmanager

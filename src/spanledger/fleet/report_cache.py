@@ -28,8 +28,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spanledger.fleet.lines import working_directory
-
 __all__ = [
     "FORMAT",
     "TAIL_BYTES",
@@ -40,6 +38,7 @@ __all__ = [
     "cache_root",
     "cache_version",
     "entry_key",
+    "working_directory",
     "write_atomically",
 ]
 
@@ -52,6 +51,13 @@ _ORPHAN_SECONDS = 600
 _MAX_PARTS = 16
 """Past this many parts, an entry's parts are merged into one when it next grows."""
 _CHUNK = 1 << 20
+
+
+def working_directory() -> Path:
+    """Where the fleet commands keep their working files: ``$XDG_CACHE_HOME/spanledger`` (else
+    ``~/.cache/spanledger``), on disk rather than in a ``/tmp`` that may live in memory."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "spanledger"
 
 
 def cache_root() -> Path:

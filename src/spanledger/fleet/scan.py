@@ -30,7 +30,13 @@ from spanledger.fleet.report_cache import (
     cache_root,
     too_many_parts,
 )
-from spanledger.fleet.scan_memo import ScanOptions, prune_results, recall, remember
+from spanledger.fleet.scan_memo import (
+    ScanOptions,
+    prune_results,
+    recall,
+    remember,
+    unchanged_entries,
+)
 from spanledger.ledger.pricing import RULE_BILLING
 
 __all__ = [
@@ -39,10 +45,12 @@ __all__ = [
     "AttributionFigures",
     "CallGroup",
     "Scan",
+    "ScanRead",
     "connect",
     "in_range",
     "parameters",
     "record_class",
+    "scan_files",
     "scan_logs",
     "skipped",
     "source",
@@ -216,17 +224,57 @@ def scan_logs(
     read what the report cache holds of each file and
     keep what is read afresh there (``warn`` is told, once, when it cannot be written);
     without it everything is read afresh and nothing is written."""
+    return scan_files(
+        files,
+        by=by,
+        since=since,
+        until=until,
+        windows=windows,
+        recorded_costs=recorded_costs,
+        memory_limit=memory_limit,
+        daily=daily,
+        cache=cache,
+        warn=warn,
+    ).scan
+
+
+@dataclass(frozen=True)
+class ScanRead:
+    """A scan, the report cache it used (``None`` without one) and each file's cache entry as
+    the scan read it (``None`` when any could not be kept): what its figures were read from."""
+
+    scan: Scan
+    store: ReportCache | None
+    entries: tuple[CacheEntry, ...] | None
+
+
+def scan_files(
+    files: Sequence[Path],
+    *,
+    by: Sequence[Grouping] = ("provider", "model"),
+    since: datetime | None = None,
+    until: datetime | None = None,
+    windows: Sequence[datetime] = (),
+    recorded_costs: bool = False,
+    memory_limit: str = "128MB",
+    daily: bool = False,
+    cache: bool = True,
+    warn: Callable[[str], object] | None = None,
+) -> ScanRead:
+    """``scan_logs``, saying as well what the scan read: for the report to remember what it
+    printed under the same files."""
     if not by:
         raise ValueError("by names at least one grouping (provider, model, day, request)")
     options = ScanOptions(
         tuple(by), since, until, tuple(windows), recorded_costs=recorded_costs, daily=daily
     )
     store = ReportCache(cache_root(), warn or _to_stderr) if cache else None
-    remembered = recall(store, files, options, Scan) if store is not None else None
-    if remembered is not None:
-        assert store is not None
-        _prune(store, files)
-        return remembered
+    if store is not None:
+        entries = unchanged_entries(store, files)
+        remembered = recall(store, entries, options, Scan) if entries is not None else None
+        if remembered is not None:
+            _prune(store, files)
+            return ScanRead(remembered, store, tuple(entries or ()))
     with reading_copy() as workdir, within_memory(memory_limit):
         connection = connect(memory_limit)
         try:
@@ -240,7 +288,7 @@ def scan_logs(
         if read.entries is not None:
             remember(store, read.entries, options, scan)
         _prune(store, files)
-    return scan
+    return ScanRead(scan, store, None if read.entries is None else tuple(read.entries))
 
 
 @contextmanager

@@ -1,14 +1,16 @@
-"""A scan's result remembered, so that a report over logs unchanged since the last one is
-answered without reading them again, nor starting DuckDB.
+"""What a report over logs unchanged since the last one found, remembered, so that it is
+answered without reading them again, nor starting DuckDB: the scan's result (the figures
+before pricing) and the answer printed from it (the text, the warnings and the status).
 
-The result is keyed by everything it depends on: each file as the report cache covers it
-(path, device, inode, size, modification time, the digest of its last bytes and the lines
-found there), in the order given, and the scan's options. A log that changed in any way
-(grown, truncated, replaced, touched) no longer matches its cache entry, so the scan is run
-and its result remembered under the new key. A result is written whole under a temporary name
-and moved into place; one of another format or version, whose bytes do not match the digest
-it carries, or whose fields are not of their types, is ignored, never trusted. Only the
-newest results are kept.
+Each is keyed by everything it depends on: each file as the report cache covers it (path,
+device, inode, size, modification time, the digest of its last bytes and the lines found
+there), in the order given, and what was asked: the scan's options, or for an answer the
+command's question (groupings, window, output form, the price table's bytes). A log that
+changed in any way (grown, truncated, replaced, touched) no longer matches its cache entry, so
+the report is run and remembered under the new key. A result is written whole under a
+temporary name and moved into place; one of another format or version, whose bytes do not
+match the digest it carries, or whose fields are not of their types, is ignored, never
+trusted. Only the newest results are kept.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,18 +30,33 @@ from spanledger.fleet.report_cache import CacheEntry, ReportCache, entry_key, wr
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-__all__ = ["KEPT", "KEPT_BYTES", "LARGEST", "ScanOptions", "prune_results", "recall", "remember"]
+__all__ = [
+    "KEPT",
+    "KEPT_BYTES",
+    "LARGEST",
+    "Answer",
+    "ScanOptions",
+    "instant",
+    "prune_results",
+    "recall",
+    "recall_answer",
+    "remember",
+    "remember_answer",
+    "unchanged_entries",
+]
 
 FORMAT = 1
 """The layout of a remembered result; one of another format is ignored."""
 KEPT = 32
-"""How many results are kept at most: the newest, by when they were last written or used."""
+"""How many results of each kind are kept at most: the newest, by when they were last written
+or used."""
 KEPT_BYTES = 64 << 20
-"""How many bytes of results are kept at most (the newest first)."""
+"""How many bytes of results of each kind are kept at most (the newest first)."""
 LARGEST = 16 << 20
 """A result larger than this (a report by request over many requests) is not remembered:
 reading it back would save little over the scan, and it would crowd out the others."""
-_FOLDER = "scans"
+_SCANS = "scans"
+_ANSWERS = "answers"
 Result = TypeVar("Result")
 
 
@@ -58,37 +75,49 @@ class ScanOptions:
         """The options as JSON values (instants in ISO 8601, with their offset)."""
         return {
             "by": list(self.by),
-            "since": _instant(self.since),
-            "until": _instant(self.until),
-            "windows": [_instant(moment) for moment in sorted(set(self.windows))],
+            "since": instant(self.since),
+            "until": instant(self.until),
+            "windows": [instant(moment) for moment in sorted(set(self.windows))],
             "recorded_costs": self.recorded_costs,
             "daily": self.daily,
         }
 
 
-def recall(
-    store: ReportCache, files: Sequence[Path], options: ScanOptions, kind: type[Result]
-) -> Result | None:
-    """The result (a ``kind``: the scan's dataclass) remembered for ``files`` as they are now
-    and ``options``; ``None`` when any file changed since it was cached, or no sound result
-    is kept for them."""
+@dataclass(frozen=True)
+class Answer:
+    """What a report printed: its standard output, its warnings and its exit status."""
+
+    out: str
+    err: str
+    status: int
+
+
+def unchanged_entries(store: ReportCache, files: Sequence[Path]) -> list[CacheEntry] | None:
+    """Each of ``files``' cache entry, in order, when every one covers its file as it is now;
+    ``None`` when any file changed since it was cached, or has no entry."""
     entries: list[CacheEntry] = []
     for path in files:
         entry = store.unchanged(path)
         if entry is None:
             return None
         entries.append(entry)
-    key = _key(entries, options)
-    where = store.root / _FOLDER / f"{key}.json"
-    try:
-        stored = where.read_bytes()
-    except OSError:
+    return entries
+
+
+def recall(
+    store: ReportCache, entries: Sequence[CacheEntry], options: ScanOptions, kind: type[Result]
+) -> Result | None:
+    """The result (a ``kind``: the scan's dataclass) remembered for the files ``entries``
+    cover and ``options``; ``None`` when no sound result is kept for them."""
+    from pydantic import ValidationError
+
+    payload = _recalled(store, _SCANS, _key(entries, "options", options.described()))
+    if payload is None:
         return None
-    scan = _sound(stored, key, store.version, kind)
-    if scan is not None:
-        with contextlib.suppress(OSError):  # a read-only cache still answers
-            os.utime(where)
-    return scan
+    try:
+        return _adapter(kind).validate_json(payload, strict=True)
+    except ValidationError:
+        return None
 
 
 def remember(
@@ -96,10 +125,71 @@ def remember(
 ) -> None:
     """Keep ``scan`` as the result for the files ``entries`` describe (as the scan read them)
     and ``options``; a cache that cannot be written is said once by ``store``."""
-    if not store.writable:
-        return
-    key = _key(entries, options)
-    payload = _adapter(type(scan)).dump_json(scan)
+    if store.writable:
+        key = _key(entries, "options", options.described())
+        _keep(store, _SCANS, key, entries, _adapter(type(scan)).dump_json(scan))
+
+
+def recall_answer(
+    store: ReportCache, entries: Sequence[CacheEntry], question: Mapping[str, Any]
+) -> Answer | None:
+    """The answer remembered for the files ``entries`` cover and ``question`` (JSON values:
+    what the command asked), read with the standard library alone; ``None`` when no sound
+    one is kept."""
+    payload = _recalled(store, _ANSWERS, _key(entries, "question", question))
+    if payload is None:
+        return None
+    try:
+        stored = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(stored, dict) or stored.keys() != {"out", "err", "status"}:
+        return None
+    out, err, status = stored["out"], stored["err"], stored["status"]
+    if type(out) is not str or type(err) is not str or type(status) is not int:
+        return None
+    return Answer(out, err, status)
+
+
+def remember_answer(
+    store: ReportCache, entries: Sequence[CacheEntry], question: Mapping[str, Any], answer: Answer
+) -> None:
+    """Keep ``answer`` as what the report asked ``question`` printed over the files
+    ``entries`` describe (as its scan read them)."""
+    if store.writable:
+        payload = json.dumps({"out": answer.out, "err": answer.err, "status": answer.status})
+        _keep(store, _ANSWERS, _key(entries, "question", question), entries, payload.encode())
+
+
+def _recalled(store: ReportCache, folder: str, key: str) -> bytes | None:
+    """The payload kept under ``key`` in ``folder``, if this version wrote it there under that
+    key and its bytes are intact; marked as used (a read-only cache still answers)."""
+    where = store.root / folder / f"{key}.json"
+    try:
+        stored = where.read_bytes()
+    except OSError:
+        return None
+    head, _, payload = stored.partition(b"\n")
+    try:
+        header = json.loads(head)
+    except ValueError:
+        return None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        return None
+    if header.get("key") != key or header.get("version") != store.version:
+        return None
+    if header.get("digest") != hashlib.sha256(payload).hexdigest():
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(where)
+    return payload
+
+
+def _keep(
+    store: ReportCache, folder: str, key: str, entries: Sequence[CacheEntry], payload: bytes
+) -> None:
+    """Write ``payload`` under ``key`` in ``folder``, after a header line naming its format,
+    version, key, digest and the entries it depends on; one over ``LARGEST`` is not kept."""
     if len(payload) > LARGEST:
         return
     header = {
@@ -109,45 +199,30 @@ def remember(
         "digest": hashlib.sha256(payload).hexdigest(),
         "entries": sorted({entry_key(entry.device, entry.inode) for entry in entries}),
     }
-    folder = store.root / _FOLDER
+    where = store.root / folder
     try:
-        folder.mkdir(exist_ok=True)
-        write_atomically(folder / f"{key}.json", json.dumps(header).encode() + b"\n" + payload)
+        where.mkdir(exist_ok=True)
+        write_atomically(where / f"{key}.json", json.dumps(header).encode() + b"\n" + payload)
     except OSError as error:
         store.unwritable(error)
 
 
-def _sound(stored: bytes, key: str, version: str, kind: type[Result]) -> Result | None:
-    """The result ``stored`` holds (a header line, then the scan as JSON), if it is one this
-    version wrote under ``key``, intact and of its types."""
-    from pydantic import ValidationError
-
-    head, _, payload = stored.partition(b"\n")
-    try:
-        header = json.loads(head)
-    except ValueError:
-        return None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        return None
-    if header.get("key") != key or header.get("version") != version:
-        return None
-    if header.get("digest") != hashlib.sha256(payload).hexdigest():
-        return None
-    try:
-        return _adapter(kind).validate_json(payload, strict=True)
-    except ValidationError:
-        return None
-
-
 def prune_results(store: ReportCache) -> None:
     """Remove the results that depend on a file the cache no longer has an entry for, then
-    all but the newest within ``KEPT`` and ``KEPT_BYTES``."""
-    folder = store.root / _FOLDER
+    all but the newest of each kind within ``KEPT`` and ``KEPT_BYTES``."""
     if not store.writable:
         return
     try:
-        names = [name for name in os.listdir(folder) if name.endswith(".json")]
         entries = {name[: -len(".json")] for name in os.listdir(store.root)}
+    except OSError:
+        return
+    for folder in (_SCANS, _ANSWERS):
+        _prune_folder(store.root / folder, entries)
+
+
+def _prune_folder(folder: Path, entries: set[str]) -> None:
+    try:
+        names = [name for name in os.listdir(folder) if name.endswith(".json")]
     except OSError:
         return
     dated: list[tuple[int, int, str]] = []
@@ -172,7 +247,8 @@ def prune_results(store: ReportCache) -> None:
                 (folder / name).unlink()
 
 
-def _key(entries: Sequence[CacheEntry], options: ScanOptions) -> str:
+def _key(entries: Sequence[CacheEntry], name: str, asked: Mapping[str, Any]) -> str:
+    """The digest of the files as ``entries`` cover them and of what was asked."""
     described = {
         "files": [
             [
@@ -186,12 +262,13 @@ def _key(entries: Sequence[CacheEntry], options: ScanOptions) -> str:
             ]
             for entry in entries
         ],
-        "options": options.described(),
+        name: asked,
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
 
-def _instant(moment: datetime | None) -> str | None:
+def instant(moment: datetime | None) -> str | None:
+    """``moment`` in ISO 8601 with its offset, for a key."""
     return None if moment is None else moment.isoformat()
 
 
