@@ -330,3 +330,17 @@ def test_no_payload_reaches_an_answer(tmp_path: Path, cache_dir: Path, run: Any)
         assert SENTINEL not in first[1] + first[2]
     assert len(answers(cache_dir)) == 3
     assert all(SENTINEL.encode() not in path.read_bytes() for path in answers(cache_dir))
+
+
+def test_a_log_skipped_as_unreadable_is_never_answered_for(
+    tmp_path: Path, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, other = logs(tmp_path)
+    locked = tmp_path / "locked.jsonl"
+    locked.write_bytes(lines(50, 2))
+    readable = run("report", log, other, "--json")
+    assert run("report", log, other, "--json") == readable
+    refuse(monkeypatch, locked)
+    skipping = run("report", log, other, locked, "--json", "--skip-unreadable")
+    assert "skipped 1 unreadable path" in skipping[2]
+    assert json.loads(skipping[1])["unreadable_paths"] == [str(locked)]
