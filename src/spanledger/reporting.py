@@ -15,6 +15,7 @@ from typing import TextIO
 
 from spanledger.fleet.progress import reading_progress
 from spanledger.fleet.remembered import Form, question
+from spanledger.fleet.report_cache import CacheEntry, ReportCache
 from spanledger.fleet.scan import Grouping
 from spanledger.fleet.scan_memo import Answer, remember_answer
 from spanledger.fleet.sources import describe_unreadable, log_files
@@ -48,7 +49,7 @@ def run_report(
     (a cache that cannot be written is one line on ``err``), and remember what was printed
     for the next report asking the same over the same unchanged logs."""
     from spanledger.fleet.report import price_scan
-    from spanledger.fleet.scan import scan_files
+    from spanledger.fleet.scan import scan_logs
 
     if html is not None:
         from spanledger.fleet.html_charts import require_charting
@@ -61,8 +62,9 @@ def run_report(
     found = log_files(named, skip_unreadable=skip_unreadable)
     files = found.files
     windows = ledger.prices.boundaries() if ledger is not None else ()
+    read_from: list[tuple[ReportCache, Sequence[CacheEntry]]] = []
     with reading_progress(files, err):
-        read = scan_files(
+        scan = scan_logs(
             files,
             by=by,
             since=since,
@@ -72,8 +74,8 @@ def run_report(
             daily=html is not None,
             cache=cache,
             warn=lambda message: (err if err is not None else out).write(message + "\n"),
+            read_from=lambda store, entries: read_from.append((store, entries)),
         )
-    scan = read.scan
     report = price_scan(scan, by, ledger)
     report.unreadable = tuple(str(path) for path in found.unreadable)
     if html is not None:
@@ -100,13 +102,12 @@ def run_report(
     (err if err is not None else out).write(warnings.getvalue())
     if (
         asked is not None
+        and read_from
         and not found.unreadable
-        and read.store is not None
-        and read.entries is not None
         and asked == question(by, since, until, form, prices)
     ):
-        answer = Answer(printed, warnings.getvalue(), status)
-        remember_answer(read.store, read.entries, asked, answer)
+        [(store, entries)] = read_from
+        remember_answer(store, entries, asked, Answer(printed, warnings.getvalue(), status))
     return status
 
 

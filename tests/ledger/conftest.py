@@ -172,6 +172,15 @@ def _fresh_warnings() -> Iterator[None]:
     pricing._forget_warnings()
 
 
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The test's own report cache (``$XDG_CACHE_HOME/spanledger/report-cache``), empty; a
+    module of report tests uses it for every test with ``pytest.mark.usefixtures``."""
+    home = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home / "spanledger" / "report-cache"
+
+
 @pytest.fixture(scope="module")
 def standin() -> Iterator[StandIn]:
     with StandIn() as server:

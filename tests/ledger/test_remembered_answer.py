@@ -1,9 +1,9 @@
 """``spanledger report`` asked again over logs unchanged since prints what it printed before,
-byte for byte (output, warnings and status), without scanning, pricing or importing pydantic
-or DuckDB; anything else it depends on (the groupings, the window, the output form, the price
-table's path or bytes, a log's change) is another question and runs in full; a damaged,
-foreign or mistyped answer is never trusted; a page, ``--no-cache`` and a skipped log always
-run in full.
+byte for byte (output, warnings and status), without scanning or pricing (what it imports:
+``tests/reliability/test_cli_imports.py``); anything else it depends on (the groupings, the
+window, the output form, the price table's path or bytes, a log's change) is another question
+and runs in full; a damaged, foreign or mistyped answer is never trusted; a page,
+``--no-cache`` and a skipped log always run in full.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +30,7 @@ SMALL = 'model = "text-embedding-3-small"\ninput_per_mtok = "0.02"'
 DEARER = 'model = "text-embedding-3-small"\ninput_per_mtok = "20"'
 
 
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "xdg"
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
-    return home / "spanledger" / "report-cache"
+pytestmark = pytest.mark.usefixtures("cache_dir")
 
 
 @pytest.fixture
@@ -284,37 +278,6 @@ def test_what_always_runs_in_full(
     assert first == run("report", *sources, *extra)
     assert len(full_runs) == 2
     assert answers(cache_dir) == []
-
-
-def test_an_answered_report_imports_neither_pydantic_nor_duckdb(tmp_path: Path) -> None:
-    log, other = logs(tmp_path)
-    child = (
-        "import sys, io\n"
-        "from spanledger.cli import main\n"
-        "sys.stdout = io.StringIO()\n"
-        f"status = main(['report', '--json', {str(log)!r}, {str(other)!r}])\n"
-        "printed = sys.stdout.getvalue()\n"
-        "sys.stdout = sys.__stdout__\n"
-        "heavy = ('pydantic', 'duckdb', 'spanledger.events')\n"
-        "heavy = sorted(name for name in heavy if name in sys.modules)\n"
-        "print(status, heavy, len(printed))\n"
-    )
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-
-    def answered() -> str:
-        done = subprocess.run(
-            [sys.executable, "-c", child],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=REPO_ROOT,
-            env=env,
-        )
-        return done.stdout.strip()
-
-    first = answered()
-    assert first.startswith("0 ['duckdb', 'pydantic', 'spanledger.events']")
-    assert answered() == "0 [] " + first.rsplit(" ", 1)[1]
 
 
 def test_no_payload_reaches_an_answer(tmp_path: Path, cache_dir: Path, run: Any) -> None:

@@ -33,12 +33,7 @@ from tests.ledger.test_one_reader import SENTINEL, _line
 DAY = datetime(2026, 11, 3, tzinfo=UTC)
 
 
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test's own cache directory (``$XDG_CACHE_HOME/spanledger/report-cache``)."""
-    home = tmp_path / "xdg"
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
-    return home / "spanledger" / "report-cache"
+pytestmark = pytest.mark.usefixtures("cache_dir")
 
 
 def lines(first: int, count: int) -> bytes:

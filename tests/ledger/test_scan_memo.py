@@ -23,12 +23,7 @@ from tests.ledger.conftest import REPO_ROOT
 from tests.ledger.test_one_reader import SENTINEL
 from tests.ledger.test_report_cache import lines, report
 
-
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "xdg"
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
-    return home / "spanledger" / "report-cache"
+pytestmark = pytest.mark.usefixtures("cache_dir")
 
 
 @pytest.fixture

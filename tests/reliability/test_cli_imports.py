@@ -9,7 +9,9 @@ costs on the machine running the tests."""
 from __future__ import annotations
 
 import io
+import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -168,17 +170,30 @@ def test_a_report_answered_from_the_cache_imports_neither_duckdb_nor_capture(
     logs: Path,
 ) -> None:
     """A second report over an unchanged log is answered from the remembered scan: DuckDB is
-    never started, and the attribution package's capture and matching are never loaded."""
-    (logs / "one.jsonl").write_text("\n", encoding="utf-8")
-
-    first, _ = _run(logs, "report", "one.jsonl", "--json")
-    second, modules = _run(logs, "report", "one.jsonl", "--json")
+    never started, and the attribution package's capture and matching are never loaded;
+    asked the same a third time, it prints what it printed without the reader or pydantic."""
+    log = logs / "one.jsonl"
+    log.write_text("\n", encoding="utf-8")
+    first, _ = _run(logs, "report", log.name, "--json")
+    answers = Path(os.environ["XDG_CACHE_HOME"]) / "spanledger" / "report-cache" / "answers"
+    shutil.rmtree(answers)
+    second, modules = _run(logs, "report", log.name, "--json")
 
     assert second.stdout == first.stdout
     assert "spanledger.fleet.scan" in modules
     assert _imported(modules, ("duckdb",)) == []
     unneeded = ("spanledger.attribution.context", "spanledger.attribution.matching")
     assert _imported(modules, unneeded) == []
+
+    third, modules = _run(logs, "report", log.name, "--json")
+    assert (third.returncode, third.stdout, third.stderr) == (
+        second.returncode,
+        second.stdout,
+        second.stderr,
+    )
+    assert "spanledger.fleet.remembered" in modules
+    heavy = ("duckdb", "pydantic", "spanledger.fleet.scan", "spanledger.events")
+    assert _imported(modules, heavy) == []
 
 
 def _full(sources: list[str], by: str, *, as_json: bool, as_csv: bool) -> tuple[int, str, str]:

@@ -45,12 +45,10 @@ __all__ = [
     "AttributionFigures",
     "CallGroup",
     "Scan",
-    "ScanRead",
     "connect",
     "in_range",
     "parameters",
     "record_class",
-    "scan_files",
     "scan_logs",
     "skipped",
     "source",
@@ -214,6 +212,7 @@ def scan_logs(
     daily: bool = False,
     cache: bool = True,
     warn: Callable[[str], object] | None = None,
+    read_from: Callable[[ReportCache, Sequence[CacheEntry]], object] | None = None,
 ) -> Scan:
     """Scan ``files`` once: calls grouped by ``by`` and for pricing (``windows`` are the price
     table's validity boundaries), and each attribution record kept for the per-request
@@ -223,58 +222,23 @@ def scan_logs(
     MB keeps the report's peak, interpreter and models included, under 300 MB). ``cache``:
     read what the report cache holds of each file and
     keep what is read afresh there (``warn`` is told, once, when it cannot be written);
-    without it everything is read afresh and nothing is written."""
-    return scan_files(
-        files,
-        by=by,
-        since=since,
-        until=until,
-        windows=windows,
-        recorded_costs=recorded_costs,
-        memory_limit=memory_limit,
-        daily=daily,
-        cache=cache,
-        warn=warn,
-    ).scan
-
-
-@dataclass(frozen=True)
-class ScanRead:
-    """A scan, the report cache it used (``None`` without one) and each file's cache entry as
-    the scan read it (``None`` when any could not be kept): what its figures were read from."""
-
-    scan: Scan
-    store: ReportCache | None
-    entries: tuple[CacheEntry, ...] | None
-
-
-def scan_files(
-    files: Sequence[Path],
-    *,
-    by: Sequence[Grouping] = ("provider", "model"),
-    since: datetime | None = None,
-    until: datetime | None = None,
-    windows: Sequence[datetime] = (),
-    recorded_costs: bool = False,
-    memory_limit: str = "128MB",
-    daily: bool = False,
-    cache: bool = True,
-    warn: Callable[[str], object] | None = None,
-) -> ScanRead:
-    """``scan_logs``, saying as well what the scan read: for the report to remember what it
-    printed under the same files."""
+    without it everything is read afresh and nothing is written. ``read_from`` is told the
+    cache and each file's entry as the scan read them, when every one is known: what the
+    figures were read from, for the report to remember what it printed under."""
     if not by:
         raise ValueError("by names at least one grouping (provider, model, day, request)")
     options = ScanOptions(
         tuple(by), since, until, tuple(windows), recorded_costs=recorded_costs, daily=daily
     )
     store = ReportCache(cache_root(), warn or _to_stderr) if cache else None
-    if store is not None:
-        entries = unchanged_entries(store, files)
-        remembered = recall(store, entries, options, Scan) if entries is not None else None
+    entries = unchanged_entries(store, files) if store is not None else None
+    if store is not None and entries is not None:
+        remembered = recall(store, entries, options, Scan)
         if remembered is not None:
             _prune(store, files)
-            return ScanRead(remembered, store, tuple(entries or ()))
+            if read_from is not None:
+                read_from(store, entries)
+            return remembered
     with reading_copy() as workdir, within_memory(memory_limit):
         connection = connect(memory_limit)
         try:
@@ -287,8 +251,10 @@ def scan_files(
     if store is not None:
         if read.entries is not None:
             remember(store, read.entries, options, scan)
+            if read_from is not None:
+                read_from(store, read.entries)
         _prune(store, files)
-    return ScanRead(scan, store, None if read.entries is None else tuple(read.entries))
+    return scan
 
 
 @contextmanager
