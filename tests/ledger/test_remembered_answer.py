@@ -307,3 +307,14 @@ def test_a_log_skipped_as_unreadable_is_never_answered_for(
     skipping = run("report", log, other, locked, "--json", "--skip-unreadable")
     assert "skipped 1 unreadable path" in skipping[2]
     assert json.loads(skipping[1])["unreadable_paths"] == [str(locked)]
+
+
+def test_a_bad_price_table_is_named_before_a_missing_log(tmp_path: Path, run: Any) -> None:
+    log, other = logs(tmp_path)
+    prices = tmp_path / "prices.toml"
+    prices.write_text("not = [toml")
+    run("report", log, other)
+    status, out, err = run("report", log, tmp_path / "gone.jsonl", "--prices", prices)
+    assert (status, out) == (1, "")
+    assert str(prices) in err
+    assert "gone.jsonl" not in err

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from spanledger.errors import ConfigurationError
 from spanledger.fleet.report_cache import ReportCache, cache_root
 from spanledger.fleet.scan_memo import instant, recall_answer, unchanged_entries
 from spanledger.fleet.sources import log_files
@@ -64,13 +65,15 @@ def answer_remembered(
 ) -> int | None:
     """Print what the same report printed over ``sources`` before and return its status,
     when no log changed since and the answer is kept intact; ``None``, having printed
-    nothing, otherwise (the full report answers). The sources are resolved by ``log_files``,
-    so what it refuses is refused here with the same error."""
+    nothing, otherwise (the full report answers, and says what is wrong with a source)."""
     asked = question(by, since, until, form, prices)
     if asked is None:
         return None
-    found = log_files(sources, skip_unreadable=skip_unreadable)
-    if found.unreadable or not found.files:
+    try:
+        found = log_files(sources, skip_unreadable=skip_unreadable)
+    except (OSError, ConfigurationError):
+        return None  # the full report says what is wrong, after the price table's faults
+    if found.unreadable:
         return None
     store = ReportCache(cache_root(), _quiet)
     entries = unchanged_entries(store, found.files)
