@@ -414,3 +414,32 @@ def test_any_sequence_of_appends_truncations_and_rotations_reports_as_no_cache(
         assert "cache" not in err
         assert SENTINEL not in json.dumps(cached)
         assert cached == report_and_warnings(logs, cache=False)[0]
+
+
+def test_duckdb_s_version_is_read_from_its_install_without_importing_it() -> None:
+    from importlib import metadata
+
+    report_cache.cache_version.cache_clear()
+    assert report_cache._duckdb_version() == metadata.version("duckdb")
+    assert report_cache.cache_version().endswith(f"/duckdb-{metadata.version('duckdb')}")
+
+
+@pytest.mark.parametrize(
+    ("folders", "expected"),
+    [
+        (["duckdb-9.9.9.dist-info"], "9.9.9"),
+        (["duckdb-9.9.9.dist-info", "duckdb-1.0.dist-info"], None),
+    ],
+)
+def test_duckdb_s_version_is_one_clear_answer_or_its_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folders: list[str], expected: str | None
+) -> None:
+    from importlib import machinery, metadata, util
+
+    for name in ["duckdb", *folders]:
+        (tmp_path / name).mkdir()
+    spec = machinery.ModuleSpec("duckdb", None, is_package=True)
+    spec.submodule_search_locations = [str(tmp_path / "duckdb")]
+    monkeypatch.setattr(util, "find_spec", lambda name: spec if name == "duckdb" else None)
+    found = report_cache._duckdb_version()
+    assert found == (expected if expected is not None else metadata.version("duckdb"))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -69,17 +70,35 @@ def cache_root() -> Path:
 def cache_version() -> str:
     """spanledger's version and DuckDB's (either may change how a part is read), found
     without importing DuckDB, which a report answered from the cache never starts."""
-    from importlib import metadata
-
     from spanledger._version import __version__
 
+    return f"{__version__}/duckdb-{_duckdb_version()}"
+
+
+def _duckdb_version() -> str:
+    """DuckDB's version as the ``.dist-info`` folder its installer left beside it names it
+    (a listing, where ``importlib.metadata`` costs a fifth of an answered report's time);
+    else as its metadata says; else, installed some other way, as it says itself."""
+    found = importlib.util.find_spec("duckdb")
+    locations = found.submodule_search_locations if found is not None else None
+    if locations:
+        folder = os.path.dirname(next(iter(locations)))
+        with contextlib.suppress(OSError):
+            named = [
+                entry[len("duckdb-") : -len(".dist-info")]
+                for entry in os.listdir(folder)
+                if entry.startswith("duckdb-") and entry.endswith(".dist-info")
+            ]
+            if len(named) == 1:
+                return named[0]
+    from importlib import metadata
+
     try:
-        duckdb_version = metadata.version("duckdb")
-    except metadata.PackageNotFoundError:  # not installed as a distribution: ask it
+        return metadata.version("duckdb")
+    except metadata.PackageNotFoundError:
         import duckdb
 
-        duckdb_version = duckdb.__version__
-    return f"{__version__}/duckdb-{duckdb_version}"
+        return str(duckdb.__version__)
 
 
 @dataclass(frozen=True)
