@@ -443,3 +443,28 @@ def test_duckdb_s_version_is_one_clear_answer_or_its_metadata(
     monkeypatch.setattr(util, "find_spec", lambda name: spec if name == "duckdb" else None)
     found = report_cache._duckdb_version()
     assert found == (expected if expected is not None else metadata.version("duckdb"))
+
+
+def test_the_cache_version_changes_with_the_installed_files(tmp_path: Path) -> None:
+    package = tmp_path / "package"
+    (package / "fleet" / "__pycache__").mkdir(parents=True)
+    (package / "fleet" / "scan.py").write_text("judged = 1\n")
+    (package / "data.toml").write_text("a = 1\n")
+    first = report_cache.source_digest(package)
+    assert report_cache.source_digest(package) == first
+    (package / "fleet" / "__pycache__" / "scan.cpython-311.pyc").write_bytes(b"\0")
+    assert report_cache.source_digest(package) == first  # compiled files are not sources
+    scan = package / "fleet" / "scan.py"
+    stamp = scan.stat().st_mtime_ns
+    scan.write_text("judged = 2\n")  # an edit of the same size
+    os.utime(scan, ns=(stamp + 1_000_000, stamp + 1_000_000))
+    edited = report_cache.source_digest(package)
+    assert edited != first
+    (package / "fleet" / "new.py").write_text("")
+    added = report_cache.source_digest(package)
+    assert added not in (first, edited)
+    (package / "fleet" / "new.py").unlink()
+    assert report_cache.source_digest(package) == edited
+    report_cache.cache_version.cache_clear()
+    root = Path(report_cache.__file__).resolve().parents[1]
+    assert f"+{report_cache.source_digest(root)}/" in report_cache.cache_version()

@@ -39,6 +39,7 @@ __all__ = [
     "cache_root",
     "cache_version",
     "entry_key",
+    "source_digest",
     "working_directory",
     "write_atomically",
 ]
@@ -68,11 +69,35 @@ def cache_root() -> Path:
 
 @functools.cache
 def cache_version() -> str:
-    """spanledger's version and DuckDB's (either may change how a part is read), found
-    without importing DuckDB, which a report answered from the cache never starts."""
+    """spanledger's version and its installed files' (a development install changes them
+    under the same version), and DuckDB's: any of them may change how a log is judged, a part
+    read or a report printed. Found without importing DuckDB, which a report answered from
+    the cache never starts."""
     from spanledger._version import __version__
 
-    return f"{__version__}/duckdb-{_duckdb_version()}"
+    package = Path(__file__).resolve().parents[1]
+    return f"{__version__}+{source_digest(package)}/duckdb-{_duckdb_version()}"
+
+
+def source_digest(root: Path) -> str:
+    """A short digest of every file under ``root`` (its path, size and modification time;
+    ``__pycache__`` left out): it changes when a file is edited, added or removed, for a
+    listing of a couple of hundred files (about 2 ms) rather than reading them."""
+    listed: list[str] = []
+    folders = [root]
+    while folders:
+        folder = folders.pop()
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        folders.append(Path(entry.path))
+                    continue
+                with contextlib.suppress(OSError):
+                    status = entry.stat()
+                    where = os.path.relpath(entry.path, root)
+                    listed.append(f"{where}\0{status.st_size}\0{status.st_mtime_ns}")
+    return hashlib.sha256("\n".join(sorted(listed)).encode()).hexdigest()[:16]
 
 
 def _duckdb_version() -> str:
