@@ -1,5 +1,5 @@
 """``spanledger report`` answered from what the same report printed before, when none of its
-logs changed since: the standard library alone, no log, price model or DuckDB read.
+logs changed since, with no log, pydantic, price model or DuckDB read.
 
 The question a report answers is everything its output depends on besides the logs: the
 groupings, the window, the output form and the price table, by its path and its bytes (a
