@@ -6,6 +6,9 @@ server on 127.0.0.1 where the rule involves what a provider reports (or fails to
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -24,6 +27,7 @@ from spanledger.events import (
     RerankFailedEvent,
     RerankUsage,
 )
+from spanledger.fleet import scan_memo
 from spanledger.ledger import PriceTable, pricing
 from spanledger.provider_ids import PROVIDER_IDS
 from spanledger.testing import StandIn
@@ -185,3 +189,33 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def standin() -> Iterator[StandIn]:
     with StandIn() as server:
         yield server
+
+
+def rewrite_memo(where: Path, header: dict[str, Any], payload: bytes, *, vouch: bool) -> None:
+    """Writes a remembered scan or answer back as ``header`` and ``payload``; with ``vouch``
+    the header's digest is made to match the payload, as a forger would."""
+    if vouch:
+        header = {**header, "digest": hashlib.sha256(payload).hexdigest()}
+    where.write_bytes(json.dumps(header).encode() + b"\n" + payload)
+
+
+COMMON_MEMO_DAMAGE = ("garbage", "empty", "cut", "other format", "other version")
+
+
+def damage_memo(where: Path, damage: str) -> None:
+    """Damages a remembered scan or answer in one of the ways both kinds must notice:
+    bytes that are not one, nothing, a cut end, another format or another version."""
+    head, _, payload = where.read_bytes().partition(b"\n")
+    header = json.loads(head)
+    if damage == "garbage":
+        where.write_bytes(os.urandom(300))
+    elif damage == "empty":
+        where.write_bytes(b"")
+    elif damage == "cut":
+        where.write_bytes(where.read_bytes()[:-40])
+    elif damage == "other format":
+        rewrite_memo(where, {**header, "format": scan_memo.FORMAT + 1}, payload, vouch=False)
+    elif damage == "other version":
+        rewrite_memo(where, {**header, "version": "0.0.1/duckdb-0.0.1"}, payload, vouch=False)
+    else:
+        raise ValueError(f"no such damage: {damage}")

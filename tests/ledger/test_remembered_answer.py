@@ -8,7 +8,6 @@ and runs in full; a damaged, foreign or mistyped answer is never trusted; a page
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,9 +17,8 @@ from typing import Any
 import pytest
 
 from spanledger import cli
-from spanledger.fleet import scan_memo
 from spanledger.ledger.prices import PriceTable
-from tests.ledger.conftest import REPO_ROOT
+from tests.ledger.conftest import COMMON_MEMO_DAMAGE, REPO_ROOT, damage_memo, rewrite_memo
 from tests.ledger.test_log_sources import refuse
 from tests.ledger.test_one_reader import SENTINEL
 from tests.ledger.test_report_cache import lines
@@ -201,14 +199,10 @@ def test_a_changed_log_runs_in_full_and_is_counted(
 @pytest.mark.parametrize(
     "damage",
     [
-        "garbage",
-        "empty",
-        "cut",
+        *COMMON_MEMO_DAMAGE,
         "output changed",
         "status as text with its digest",
         "a key too many with its digest",
-        "other format",
-        "other version",
         "other key",
     ],
 )
@@ -221,30 +215,14 @@ def test_a_damaged_or_foreign_answer_is_never_trusted(
     head, _, payload = where.read_bytes().partition(b"\n")
     header = json.loads(head)
     stored = json.loads(payload)
-
-    def forged(answer: dict[str, Any]) -> None:
-        body = json.dumps(answer).encode()
-        header["digest"] = hashlib.sha256(body).hexdigest()
-        where.write_bytes(json.dumps(header).encode() + b"\n" + body)
-
-    if damage == "garbage":
-        where.write_bytes(os.urandom(300))
-    elif damage == "empty":
-        where.write_bytes(b"")
-    elif damage == "cut":
-        where.write_bytes(where.read_bytes()[:-40])
+    if damage in COMMON_MEMO_DAMAGE:
+        damage_memo(where, damage)
     elif damage == "output changed":  # one digit, the digest left as it was
         where.write_bytes(head + b"\n" + payload.replace(b'\\"events\\": ', b'\\"events\\": 1', 1))
     elif damage == "status as text with its digest":
-        forged({**stored, "status": "0"})
+        rewrite_memo(where, header, json.dumps({**stored, "status": "0"}).encode(), vouch=True)
     elif damage == "a key too many with its digest":
-        forged({**stored, "exit": 0})
-    elif damage == "other format":
-        header["format"] = scan_memo.FORMAT + 1
-        where.write_bytes(json.dumps(header).encode() + b"\n" + payload)
-    elif damage == "other version":
-        header["version"] = "0.0.1/duckdb-0.0.1"
-        where.write_bytes(json.dumps(header).encode() + b"\n" + payload)
+        rewrite_memo(where, header, json.dumps({**stored, "exit": 0}).encode(), vouch=True)
     else:  # another question's answer put under this one's name
         run("report", log, other, "--csv")
         [theirs] = [path for path in answers(cache_dir) if path != where]

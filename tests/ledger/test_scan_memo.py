@@ -19,7 +19,7 @@ import pytest
 
 from spanledger.fleet import scan_memo
 from spanledger.fleet.scan import Scan
-from tests.ledger.conftest import REPO_ROOT
+from tests.ledger.conftest import COMMON_MEMO_DAMAGE, REPO_ROOT, damage_memo, rewrite_memo
 from tests.ledger.test_one_reader import SENTINEL
 from tests.ledger.test_report_cache import lines, report
 
@@ -126,16 +126,7 @@ def test_a_changed_log_is_scanned_again(tmp_path: Path, scans: list[int], change
 
 @pytest.mark.parametrize(
     "damage",
-    [
-        "garbage",
-        "empty",
-        "cut",
-        "figure changed",
-        "mistyped with its digest",
-        "other format",
-        "other version",
-        "other key",
-    ],
+    [*COMMON_MEMO_DAMAGE, "figure changed", "mistyped with its digest", "other key"],
 )
 def test_a_damaged_or_foreign_result_is_never_trusted(
     tmp_path: Path, cache_dir: Path, scans: list[int], damage: str
@@ -146,26 +137,15 @@ def test_a_damaged_or_foreign_result_is_never_trusted(
     [where] = results(cache_dir)
     head, _, payload = where.read_bytes().partition(b"\n")
     header = json.loads(head)
-    if damage == "garbage":
-        where.write_bytes(os.urandom(300))
-    elif damage == "empty":
-        where.write_bytes(b"")
-    elif damage == "cut":
-        where.write_bytes(where.read_bytes()[:-40])
+    if damage in COMMON_MEMO_DAMAGE:
+        damage_memo(where, damage)
     elif damage == "figure changed":  # one digit, the digest left as it was
         where.write_bytes(head + b"\n" + payload.replace(b'"lines":', b'"lines":1', 1))
     elif damage == "mistyped with its digest":  # a count as text, and a digest vouching for it
         payload = payload.replace(b'"events":', b'"events":"', 1)
         payload = payload.replace(b',"problems"', b'","problems"', 1)
         assert json.loads(payload)["events"].isdigit()
-        header["digest"] = __import__("hashlib").sha256(payload).hexdigest()
-        where.write_bytes(json.dumps(header).encode() + b"\n" + payload)
-    elif damage == "other format":
-        header["format"] = scan_memo.FORMAT + 1
-        where.write_bytes(json.dumps(header).encode() + b"\n" + payload)
-    elif damage == "other version":
-        header["version"] = "0.0.1/duckdb-0.0.1"
-        where.write_bytes(json.dumps(header).encode() + b"\n" + payload)
+        rewrite_memo(where, header, payload, vouch=True)
     else:  # another question's result put under this one's name
         bigger = report(log, other, by=("request",))
         assert bigger != expected
