@@ -21,12 +21,14 @@ it (the span export thread's too), so other processes on a shared machine do not
 the spans and collecting the metrics, so what a library records at collection is charged to its
 calls. A peer is switched by swapping the methods its ``instrument()`` replaced
 (``PeerSwitch``), never by ``uninstrument()``; spanledger instruments a client of its own beside
-the bare one. The spanledger child also times the hand span: the bare call inside a current span
-with twelve attributes set by hand, the floor of what a span costs here. ``--baseline SRC`` runs
-spanledger once more from another source tree (a copy of ``src`` before a change), for before
-and after in one run. ``--only voyage,openai embeddings`` times only the calls whose SDK is one
-of the comma-separated words or whose name starts with one (here every Voyage call and the sync
-OpenAI ones), and runs only the peers that trace one of them.
+the bare one. The spanledger child also times its calls with the OTel metrics off
+(``enable_metrics=False``: the same spans, no histograms or counters), the like-for-like figure
+against a peer that records a span and no metric, and the hand span: the bare call inside a
+current span with twelve attributes set by hand, the floor of what a span costs here.
+``--baseline SRC`` runs spanledger once more from another source tree (a copy of ``src`` before
+a change), for before and after in one run. ``--only voyage,openai embeddings`` times only the
+calls whose SDK is one of the comma-separated words or whose name starts with one (here every
+Voyage call and the sync OpenAI ones), and runs only the peers that trace one of them.
 """
 
 from __future__ import annotations
@@ -109,9 +111,23 @@ def child(library: str, rounds: int, calls: int, only: list[str] | None = None) 
     skipped: dict[str, str] = {}
     if library in (OURS, BASELINE):
         import spanledger
+        from spanledger.exporters.otel import OtelExporter
+
+        spans_only = spanledger.Recorder(
+            [
+                OtelExporter(
+                    tracer_provider=tracer_provider,
+                    meter_provider=meter_provider,
+                    enable_metrics=False,
+                )
+            ]
+        )
 
         def ours_on() -> AbstractContextManager[Any]:
             return spanledger.use(rig.recorder)
+
+        def spans_only_on() -> AbstractContextManager[Any]:
+            return spanledger.use(spans_only)
 
         for case in cases:
             bare = case.call(case.make(), case.texts)
@@ -128,6 +144,7 @@ def child(library: str, rounds: int, calls: int, only: list[str] | None = None) 
             }
             if library == OURS:
                 variants[case.name]["hand"] = partial(timed, hand, calls, finish)
+                variants[case.name]["spans"] = partial(timed, ours, calls, finish, spans_only_on)
     else:
         specs = peer_calls.PEERS[library]
         made_calls = {case.name: case.call(case.make(), case.texts) for case in cases}
@@ -278,7 +295,8 @@ def report(results: dict[str, dict[str, Any]], libraries: list[str], how: str) -
     if BASELINE in libraries:
         header += f" {'before':>9s}"
     header += "".join(f" {peer:>13s}" for peer in peers)
-    header += f" {'cheapest':>13s} {'ratio':>6s} {'hand span':>10s} {'/peer':>6s}"
+    header += f" {'cheapest':>13s} {'ratio':>6s} {'spans only':>11s} {'/peer':>6s}"
+    header += f" {'hand span':>10s} {'/peer':>6s}"
     print(header)
     for name, got in ours.items():
         line = (
@@ -295,19 +313,23 @@ def report(results: dict[str, dict[str, Any]], libraries: list[str], how: str) -
                 line += f" {costs[peer] * 1e6:+11.1f}us"
             else:
                 line += f" {'-':>13s}"
-        hand = added(got, "hand")
+        hand, spans = added(got, "hand"), added(got, "spans")
         if costs:
             cheapest = min(costs, key=costs.__getitem__)
             floor = costs[cheapest]
-            line += f" {cheapest:>13s} {added(got) / floor:6.2f} {hand * 1e6:+8.1f}us"
-            line += f" {hand / floor:6.2f}"
+            line += f" {cheapest:>13s} {added(got) / floor:6.2f}"
+            line += f" {spans * 1e6:+9.1f}us {spans / floor:6.2f}"
+            line += f" {hand * 1e6:+8.1f}us {hand / floor:6.2f}"
         else:
-            line += f" {'no peer':>13s} {'-':>6s} {hand * 1e6:+8.1f}us {'-':>6s}"
+            line += f" {'no peer':>13s} {'-':>6s} {spans * 1e6:+9.1f}us {'-':>6s}"
+            line += f" {hand * 1e6:+8.1f}us {'-':>6s}"
         print(line)
     print()
     print(
-        "ratio: spanledger's added time over the cheapest peer's; hand span: the bare call in a"
-        " current span with twelve attributes set by hand, and its ratio to the cheapest peer"
+        "ratio: spanledger's added time over the cheapest peer's; spans only: spanledger with"
+        " its OTel metrics off (enable_metrics=False), every span attribute kept, and its ratio;"
+        " hand span: the bare call in a current span with twelve attributes set by hand, and"
+        " its ratio to the cheapest peer"
     )
 
 
