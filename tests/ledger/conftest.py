@@ -219,3 +219,28 @@ def damage_memo(where: Path, damage: str) -> None:
         rewrite_memo(where, {**header, "version": "0.0.1/duckdb-0.0.1"}, payload, vouch=False)
     else:
         raise ValueError(f"no such damage: {damage}")
+
+
+LOG_CHANGES = ("append", "touch", "same size", "truncate", "rotate")
+
+
+def change_log(log: Path, change: str, appended: bytes) -> None:
+    """Changes a log the ways a cached report must notice: ``appended`` written at its end, a
+    newer modification time, the same size with other bytes (on a clock of coarse ticks), cut
+    in half, or rotated away with a new log in its place."""
+    if change == "append":
+        with log.open("ab") as out:
+            out.write(appended)
+    elif change == "touch":
+        os.utime(log, ns=(log.stat().st_atime_ns, log.stat().st_mtime_ns + 1_000_000))
+    elif change == "same size":
+        stamp = log.stat().st_mtime_ns
+        log.write_bytes(log.read_bytes().replace(b"rerank-v3.5", b"rerank-v9.9", 1))
+        os.utime(log, ns=(stamp + 1_000_000, stamp + 1_000_000))
+    elif change == "truncate":
+        log.write_bytes(log.read_bytes()[: log.stat().st_size // 2])
+    elif change == "rotate":
+        log.rename(log.with_name(f"{log.stem}-1{log.suffix}"))
+        log.write_bytes(appended * 2)
+    else:
+        raise ValueError(f"no such change: {change}")

@@ -18,7 +18,14 @@ import pytest
 
 from spanledger import cli
 from spanledger.ledger.prices import PriceTable
-from tests.ledger.conftest import COMMON_MEMO_DAMAGE, REPO_ROOT, damage_memo, rewrite_memo
+from tests.ledger.conftest import (
+    COMMON_MEMO_DAMAGE,
+    LOG_CHANGES,
+    REPO_ROOT,
+    change_log,
+    damage_memo,
+    rewrite_memo,
+)
 from tests.ledger.test_log_sources import refuse
 from tests.ledger.test_one_reader import SENTINEL
 from tests.ledger.test_report_cache import lines
@@ -172,23 +179,14 @@ def test_a_table_changed_while_the_report_ran_is_not_remembered(
     )
 
 
-@pytest.mark.parametrize("change", ["append", "touch", "truncate", "rotate"])
+@pytest.mark.parametrize("change", LOG_CHANGES)
 def test_a_changed_log_runs_in_full_and_is_counted(
     tmp_path: Path, run: Any, full_runs: list[int], change: str
 ) -> None:
     log, other = logs(tmp_path)
     read = json.loads(run("report", log, other, "--json")[1])["lines_read"]
     run("report", log, other, "--json")
-    if change == "append":
-        with log.open("ab") as out:
-            out.write(lines(100, 3))
-    elif change == "touch":
-        os.utime(log, ns=(log.stat().st_atime_ns, log.stat().st_mtime_ns + 1_000_000))
-    elif change == "truncate":
-        log.write_bytes(log.read_bytes()[: log.stat().st_size // 2])
-    else:
-        log.rename(tmp_path / "events-1.jsonl")
-        log.write_bytes(lines(200, 2))
+    change_log(log, change, lines(100, 3))
     changed = run("report", log, other, "--json")
     assert changed == run("report", log, other, "--json", "--no-cache")
     assert len(full_runs) == 3

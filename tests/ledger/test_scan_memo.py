@@ -19,7 +19,14 @@ import pytest
 
 from spanledger.fleet import scan_memo
 from spanledger.fleet.scan import Scan
-from tests.ledger.conftest import COMMON_MEMO_DAMAGE, REPO_ROOT, damage_memo, rewrite_memo
+from tests.ledger.conftest import (
+    COMMON_MEMO_DAMAGE,
+    LOG_CHANGES,
+    REPO_ROOT,
+    change_log,
+    damage_memo,
+    rewrite_memo,
+)
 from tests.ledger.test_one_reader import SENTINEL
 from tests.ledger.test_report_cache import lines, report
 
@@ -101,24 +108,11 @@ def test_each_question_has_its_own_result(tmp_path: Path, scans: list[int]) -> N
     assert scan_logs([other, log]) == scan_logs([other, log], cache=False)  # order is a key too
 
 
-@pytest.mark.parametrize("change", ["append", "touch", "same size", "truncate", "rotate"])
+@pytest.mark.parametrize("change", LOG_CHANGES)
 def test_a_changed_log_is_scanned_again(tmp_path: Path, scans: list[int], change: str) -> None:
     log, other = logs(tmp_path)
     report(log, other)
-    if change == "append":
-        with log.open("ab") as out:
-            out.write(lines(100, 3))
-    elif change == "touch":
-        os.utime(log, ns=(log.stat().st_atime_ns, log.stat().st_mtime_ns + 1_000_000))
-    elif change == "same size":
-        stamp = log.stat().st_mtime_ns
-        log.write_bytes(log.read_bytes().replace(b"rerank-v3.5", b"rerank-v9.9", 1))
-        os.utime(log, ns=(stamp + 1_000_000, stamp + 1_000_000))  # a clock of coarse ticks
-    elif change == "truncate":
-        log.write_bytes(log.read_bytes()[: log.stat().st_size // 2])
-    else:
-        log.rename(tmp_path / "events-1.jsonl")
-        log.write_bytes(lines(200, 2))
+    change_log(log, change, lines(100, 3))
     before = len(scans)
     assert report(log, other) == report(log, other, cache=False)
     assert len(scans) == before + 2
